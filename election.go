@@ -1,0 +1,89 @@
+package election
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Backends wrap them with %w and add context (endpoint, key,
+// path); test them with errors.Is. A canceled or expired ctx is returned as
+// ctx.Err(), unwrapped.
+var (
+	// ErrNoLeader: the election has no leader now.
+	ErrNoLeader = errors.New("election: no leader")
+	// ErrClosed: the Elector was closed; every later call returns it, and a
+	// Term ended by Close reports it.
+	ErrClosed = errors.New("election: elector closed")
+	// ErrNotLeader: the operation needs a valid Term of this candidate.
+	ErrNotLeader = errors.New("election: not leader")
+	// ErrLeaseExpired: the Term's deadline passed without a newer successful
+	// renewal.
+	ErrLeaseExpired = errors.New("election: lease expired")
+	// ErrSessionLost: the store reported the candidate's lease or session gone.
+	ErrSessionLost = errors.New("election: session lost")
+	// ErrResigned: the Term ended because its candidate resigned.
+	ErrResigned = errors.New("election: resigned")
+	// ErrUnhealthy: the before-renewal hook returned an error or panicked.
+	ErrUnhealthy = errors.New("election: unhealthy")
+	// ErrPreempted: another candidate took over (a better priority, or the
+	// algorithm elected someone else).
+	ErrPreempted = errors.New("election: preempted")
+	// ErrInvalidOption: an option or argument was refused; the wrapping
+	// error names the field and the value.
+	ErrInvalidOption = errors.New("election: invalid option")
+)
+
+// Elector is one candidate in one election. All methods are safe for
+// concurrent use.
+type Elector interface {
+	// Campaign blocks until this candidate leads, ctx ends, or the Elector is
+	// closed. On success the returned Term is already valid: the candidate's
+	// own key or node was confirmed under its own live lease or session. If
+	// ctx ends first, Campaign withdraws the candidacy and returns ctx.Err().
+	Campaign(ctx context.Context) (*Term, error)
+	// Resign ends this candidate's leadership (or withdraws its candidacy) so
+	// that the next candidate takes over at once, not after a TTL. The Term,
+	// if any, is Done with ErrResigned before Resign returns. Resigning when
+	// not a candidate is a no-op that returns nil.
+	Resign(ctx context.Context) error
+	// Leader reports the current leader, or ErrNoLeader.
+	Leader(ctx context.Context) (Leader, error)
+	// Observe streams every leader change until ctx ends or Close; the first
+	// value is the current state. A zero Leader means "no leader now". A slow
+	// reader may miss intermediate values but always gets the newest. The
+	// channel is closed when ctx ends or the Elector is closed.
+	Observe(ctx context.Context) <-chan Leader
+	// Close resigns if leading, withdraws, releases every resource and waits
+	// for every goroutine it started. Safe to call twice; later calls of the
+	// other methods return ErrClosed.
+	Close() error
+}
+
+// Leader describes one leadership as the election sees it.
+type Leader struct {
+	ID       string // the candidate's ID (WithID)
+	Value    []byte // application metadata, e.g. the address to forward to (WithValue)
+	Priority int64  // the election attribute (WithPriority); higher is better
+	Token    uint64 // fencing token of this leadership
+}
+
+// IsZero reports whether l is the zero Leader, meaning "no leader now".
+func (l Leader) IsZero() bool {
+	return l.ID == "" && l.Token == 0 && l.Priority == 0 && len(l.Value) == 0
+}
+
+// Equal reports whether l and o describe the same leadership with the same
+// metadata.
+func (l Leader) Equal(o Leader) bool {
+	return l.ID == o.ID && l.Token == o.Token && l.Priority == o.Priority && bytes.Equal(l.Value, o.Value)
+}
+
+// String formats l for logs: "id@token", or "none".
+func (l Leader) String() string {
+	if l.IsZero() {
+		return "none"
+	}
+	return fmt.Sprintf("%s@%d", l.ID, l.Token)
+}

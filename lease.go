@@ -1,0 +1,289 @@
+package election
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Term is one leadership, from Campaign's return until Done is closed.
+//
+// A Term is valid until its Deadline, a point on this process's monotonic
+// clock computed from the send time of the latest successful lease renewal:
+//
+//	deadline = sent + TTL/(1+Drift) − Margin
+//
+// Counting from the send time (never from the reply's arrival) and shrinking
+// the TTL by the clock-rate bound makes the deadline fall before the store
+// can have expired the lease, so no other candidate can be elected while the
+// Term is valid. When the deadline passes with no newer successful renewal,
+// the Term ends with ErrLeaseExpired; it also ends when the candidate
+// resigns (ErrResigned), closes (ErrClosed), loses its session
+// (ErrSessionLost), is preempted (ErrPreempted), or its before-renewal hook
+// fails (ErrUnhealthy). A Term never becomes valid again.
+//
+// Renewal hooks (WithBeforeRenew, WithAfterRenew) run one at a time, in the
+// order of the attempts, on a goroutine of the Term's lease clock, never on
+// the backend's renewal loop. A renewal waits for its before-renewal hook,
+// but never past the deadline: at the deadline the Term ends whatever a hook
+// is doing, and the hook's ctx (the Term's context) is canceled. A hook that
+// panics ends the Term with ErrUnhealthy carrying the panic value. Hooks must
+// return once their ctx is done: Close waits for a running hook.
+type Term struct {
+	leader Leader
+	window time.Duration
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	deadline time.Time
+	ended    bool
+	timer    *time.Timer
+}
+
+// Leader describes this leadership. The returned Value is a copy.
+func (t *Term) Leader() Leader {
+	l := t.leader
+	l.Value = append([]byte(nil), l.Value...)
+	return l
+}
+
+// Token is the fencing token of this leadership: strictly increasing across
+// the election's leaderships. Pass it to every resource the leader writes.
+func (t *Term) Token() uint64 { return t.leader.Token }
+
+// Done is closed when the leadership ends or may have ended.
+func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
+
+// Err is nil while the Term is valid; afterwards why it ended (errors.Is-able
+// against the package's sentinels).
+func (t *Term) Err() error { return context.Cause(t.ctx) }
+
+// Context is canceled exactly when Done closes (Done is its Done channel);
+// context.Cause of it is Err.
+func (t *Term) Context() context.Context { return t.ctx }
+
+// Deadline is the local time until which the leadership is guaranteed,
+// unless it ends earlier. It moves forward with each successful renewal.
+func (t *Term) Deadline() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.deadline
+}
+
+// String formats the Term for logs.
+func (t *Term) String() string {
+	return fmt.Sprintf("term %s", t.leader)
+}
+
+// LeaseClock is the backend's side of a Term: it turns renewal attempts into
+// the Term's deadline, runs the renewal hooks and ends the Term. Only
+// backends use it; every backend uses it, so that one piece of code decides
+// how long a leader may act.
+//
+// A backend calls, for each renewal while leading: BeforeRenew (and skips
+// the renewal if it returns an error), then sends the request, then Renewed
+// with the send time and the outcome. It calls End when it learns the
+// leadership is over, and Wait before its Close returns.
+type LeaseClock struct {
+	t      *Term
+	before BeforeRenewFunc
+	after  AfterRenewFunc
+	log    func(msg string, args ...any)
+
+	// Hook queue, guarded by t.mu. The hook goroutine exists only if a hook
+	// is set; hooksDone is closed when it has exited.
+	queue     []func()
+	wake      chan struct{}
+	hooksDone chan struct{}
+}
+
+// NewTerm starts a Term for leader l whose lease was last confirmed by a
+// request sent at sent (a time.Now reading, so that it carries the monotonic
+// clock). If the deadline derived from sent has already passed, the Term is
+// returned already ended with ErrLeaseExpired: a backend must check Err
+// before handing it out. o must have passed Validate.
+func NewTerm(o Options, l Leader, sent time.Time) (*Term, *LeaseClock) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l.Value = append([]byte(nil), l.Value...)
+	t := &Term{leader: l, window: o.Window(), ctx: ctx, cancel: cancel, deadline: sent.Add(o.Window())}
+	c := &LeaseClock{t: t, before: o.BeforeRenew, after: o.AfterRenew, hooksDone: make(chan struct{})}
+	if o.Logger != nil {
+		c.log = o.Logger.Warn
+	} else {
+		c.log = func(string, ...any) {}
+	}
+	if c.before != nil || c.after != nil {
+		c.wake = make(chan struct{}, 1)
+		go c.hookLoop()
+	} else {
+		close(c.hooksDone)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if d := time.Until(t.deadline); d > 0 {
+		t.timer = time.AfterFunc(d, c.expire)
+	} else {
+		c.endLocked(ErrLeaseExpired)
+	}
+	return t, c
+}
+
+// Term returns the Term this clock drives.
+func (c *LeaseClock) Term() *Term { return c.t }
+
+// BeforeRenew runs the before-renewal hook and waits for it, or for the end
+// of the Term. It returns nil if the renewal may be sent; otherwise the
+// Term has ended and the error is why.
+func (c *LeaseClock) BeforeRenew() error {
+	if err := c.t.Err(); err != nil || c.before == nil {
+		return err
+	}
+	res := make(chan error, 1)
+	c.enqueue(func() {
+		if c.t.Err() != nil { // the Term ended while the call was queued
+			res <- nil
+			return
+		}
+		res <- c.callHook("before-renewal", func() error { return c.before(c.t.ctx, c.t) })
+	})
+	select {
+	case err := <-res:
+		if err != nil {
+			c.End(fmt.Errorf("%w: %w", ErrUnhealthy, err))
+		}
+	case <-c.t.ctx.Done():
+	}
+	return c.t.Err()
+}
+
+// Renewed records a renewal attempt sent at sent (a time.Now reading taken
+// just before the request left) with its outcome: nil if the store confirmed
+// the lease. A success moves the deadline to sent + Window, unless the
+// deadline has already passed: a late reply never revives a lapsed Term. A
+// failure leaves the deadline as it is; the backend retries or calls End.
+// It returns the deadline after the attempt. Attempts recorded after the
+// Term ended are ignored.
+func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time {
+	now := time.Now()
+	t := c.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		return t.deadline
+	}
+	if !now.Before(t.deadline) {
+		c.endLocked(ErrLeaseExpired)
+		return t.deadline
+	}
+	if err == nil {
+		if d := sent.Add(t.window); d.After(t.deadline) {
+			t.deadline = d
+		}
+	}
+	if c.after != nil {
+		r := Renewal{Leader: t.Leader(), Sent: sent, Latency: now.Sub(sent), Err: err, Deadline: t.deadline}
+		c.enqueueLocked(func() {
+			if err := c.callHook("after-renewal", func() error { c.after(r); return nil }); err != nil {
+				c.End(fmt.Errorf("%w: %w", ErrUnhealthy, err))
+			}
+		})
+	}
+	return t.deadline
+}
+
+// End ends the Term with cause (wrapping one of the package's sentinels)
+// unless it has already ended. It reports whether this call ended it.
+func (c *LeaseClock) End(cause error) bool {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	if c.t.ended {
+		return false
+	}
+	c.endLocked(cause)
+	return true
+}
+
+// Wait waits until the Term has ended and its hooks have returned.
+func (c *LeaseClock) Wait() {
+	<-c.t.ctx.Done()
+	<-c.hooksDone
+}
+
+func (c *LeaseClock) endLocked(cause error) {
+	t := c.t
+	t.ended = true
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.cancel(cause)
+}
+
+// expire runs on the deadline timer. A renewal may have moved the deadline
+// since the timer was set; then it sets itself again.
+func (c *LeaseClock) expire() {
+	t := c.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		return
+	}
+	if d := time.Until(t.deadline); d > 0 {
+		t.timer.Reset(d)
+		return
+	}
+	c.endLocked(ErrLeaseExpired)
+}
+
+func (c *LeaseClock) enqueue(f func()) {
+	c.t.mu.Lock()
+	defer c.t.mu.Unlock()
+	c.enqueueLocked(f)
+}
+
+func (c *LeaseClock) enqueueLocked(f func()) {
+	c.queue = append(c.queue, f)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// hookLoop runs queued hook calls one at a time until the Term has ended and
+// the queue is empty.
+func (c *LeaseClock) hookLoop() {
+	defer close(c.hooksDone)
+	t := c.t
+	for {
+		t.mu.Lock()
+		q, ended := c.queue, t.ended
+		c.queue = nil
+		t.mu.Unlock()
+		for _, f := range q {
+			f()
+		}
+		if len(q) > 0 {
+			continue
+		}
+		if ended {
+			return
+		}
+		select {
+		case <-c.wake:
+		case <-t.ctx.Done():
+		}
+	}
+}
+
+// callHook runs a user hook, turning a panic into an error.
+func (c *LeaseClock) callHook(name string, f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log("election: "+name+" hook panicked", "term", c.t.String(), "panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("%s hook panicked: %v", name, v)
+		}
+	}()
+	return f()
+}

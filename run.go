@@ -1,0 +1,221 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Callbacks are the application's side of Run. Every field may be nil.
+type Callbacks struct {
+	// OnElected is called when this candidate becomes leader; ctx is
+	// t.Context(), canceled when the leadership ends. It may return at once
+	// or block for the whole term; if it blocks it must return once ctx is
+	// done, because OnDemoted and the next campaign wait for it.
+	OnElected func(ctx context.Context, t *Term)
+	// OnDemoted is called once per OnElected, after OnElected returned and
+	// after t.Done closed; t.Err says why the term ended.
+	OnDemoted func(t *Term)
+	// OnLeader is called with every observed leader change (a zero Leader
+	// means none), starting with the current state. Calls are sequential,
+	// but may run concurrently with OnElected and OnDemoted; a slow OnLeader
+	// skips intermediate values, never the newest.
+	OnLeader func(Leader)
+	// OnError is called with each Campaign error that Run retries after a
+	// backoff (not ctx's end, not ErrClosed, which end Run).
+	OnError func(error)
+}
+
+// Backoff between campaigns: after a Campaign error, and after a term ends
+// before campaigning again. It grows from runInitialBackoff to
+// runMaxBackoff with jitter, and is reset by each successful Campaign.
+const (
+	runInitialBackoff = 50 * time.Millisecond
+	runMaxBackoff     = 5 * time.Second
+)
+
+// Run campaigns for leadership until ctx ends: Campaign → OnElected →
+// wait until the term ends or ctx ends → OnDemoted → backoff → Campaign
+// again. When ctx ends while leading, Run resigns, waits for the term to
+// end and for OnElected to return, calls OnDemoted, and returns ctx.Err().
+// If the Elector is closed, Run returns ErrClosed (wrapped).
+//
+// Guarantees (P5): exactly one OnDemoted per OnElected, in token order,
+// never overlapping; OnDemoted only after OnElected returned and the term
+// ended. Callbacks run in goroutines Run owns and waits for: nothing runs
+// after Run returns. A panic in a callback ends the term first (Run
+// resigns), still calls OnDemoted for an OnElected that ran, and then
+// propagates from Run with the original value.
+func Run(ctx context.Context, e Elector, cb Callbacks) error {
+	if e == nil {
+		return &OptionError{Field: "Elector", Value: "nil", Reason: "Run needs an Elector"}
+	}
+	r := &runner{e: e, cb: cb}
+	rctx, stop := context.WithCancel(ctx)
+	r.stop = stop
+	defer r.wait()
+	if cb.OnLeader != nil {
+		r.observe(rctx)
+	}
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(runInitialBackoff),
+		backoff.WithMaxInterval(runMaxBackoff),
+		backoff.WithMaxElapsedTime(0),
+	)
+	for {
+		t, err := e.Campaign(rctx)
+		switch {
+		case rctx.Err() != nil:
+			if t != nil { // won as ctx ended: step down without callbacks
+				r.resign(ctx, t)
+			}
+			return r.finish(ctx)
+		case errors.Is(err, ErrClosed):
+			r.finish(ctx)
+			return err
+		case err != nil:
+			if cb.OnError != nil {
+				r.guard(func() { cb.OnError(err) })
+			}
+		default:
+			b.Reset()
+			r.lead(ctx, rctx, t)
+		}
+		if rctx.Err() != nil {
+			return r.finish(ctx)
+		}
+		if !sleep(rctx, b.NextBackOff()) {
+			return r.finish(ctx)
+		}
+	}
+}
+
+type runner struct {
+	e     Elector
+	cb    Callbacks
+	stop  context.CancelFunc
+	obs   chan struct{} // closed when the OnLeader goroutine has exited
+	panic any           // the first panic of a callback; guarded by happens-before via stop/obs
+	pch   chan any      // panic of the OnLeader goroutine
+}
+
+// observe feeds OnLeader from Observe on a goroutine of Run's.
+func (r *runner) observe(ctx context.Context) {
+	r.obs = make(chan struct{})
+	r.pch = make(chan any, 1)
+	ch := r.e.Observe(ctx)
+	go func() {
+		defer close(r.obs)
+		defer func() {
+			if v := recover(); v != nil {
+				r.pch <- v
+				r.stop() // end the run: resign, demote, then propagate
+			}
+		}()
+		for l := range ch {
+			r.cb.OnLeader(l)
+		}
+	}()
+}
+
+// lead runs one term: OnElected on its own goroutine, wait for the term's
+// end or rctx's, resign if still leading, wait for OnElected, OnDemoted.
+func (r *runner) lead(ctx, rctx context.Context, t *Term) {
+	elected := make(chan any, 1)
+	go func() {
+		defer func() { elected <- recover() }()
+		if r.cb.OnElected != nil {
+			r.cb.OnElected(t.Context(), t)
+		}
+	}()
+	pending := elected // nil once OnElected has returned
+	for t.Err() == nil && rctx.Err() == nil {
+		select {
+		case <-t.Done():
+		case <-rctx.Done():
+		case v := <-pending:
+			pending = nil
+			if v != nil {
+				r.setPanic(v) // cancels rctx
+			}
+		}
+	}
+	r.resign(ctx, t)
+	if pending != nil {
+		if v := <-pending; v != nil {
+			r.setPanic(v)
+		}
+	}
+	if r.cb.OnDemoted != nil {
+		r.guard(func() { r.cb.OnDemoted(t) })
+	}
+}
+
+// resign ends t if it is still valid (ctx ended, or a callback panicked), so
+// the next candidate takes over at once, and waits until it has ended. The
+// term ends by its deadline even if the store cannot be reached.
+func (r *runner) resign(ctx context.Context, t *Term) {
+	if t.Err() == nil {
+		rs, cancel := context.WithDeadline(context.WithoutCancel(ctx), t.Deadline())
+		_ = r.e.Resign(rs)
+		cancel()
+	}
+	<-t.Done()
+}
+
+// guard runs a callback on Run's goroutine, recording a panic and ending
+// the run.
+func (r *runner) guard(f func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.setPanic(v)
+		}
+	}()
+	f()
+}
+
+func (r *runner) setPanic(v any) {
+	if r.panic == nil {
+		r.panic = v
+	}
+	r.stop()
+}
+
+// finish stops the observer and propagates a callback's panic, or returns
+// why the run ended.
+func (r *runner) finish(ctx context.Context) error {
+	r.wait()
+	if r.panic != nil {
+		panic(r.panic)
+	}
+	return ctx.Err()
+}
+
+// wait stops the observer goroutine and waits for it; it collects its panic.
+func (r *runner) wait() {
+	r.stop()
+	if r.obs != nil {
+		<-r.obs
+		select {
+		case v := <-r.pch:
+			if r.panic == nil {
+				r.panic = v
+			}
+		default:
+		}
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
