@@ -58,8 +58,20 @@ func (t *Term) Token() uint64 { return t.leader.Token }
 func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
 
 // Err is nil while the Term is valid; afterwards why it ended (errors.Is-able
-// against the package's sentinels).
-func (t *Term) Err() error { return context.Cause(t.ctx) }
+// against the package's sentinels). It reads the clock: once the deadline
+// has passed it reports ErrLeaseExpired even if the deadline timer has not
+// run yet, and ends the Term then.
+func (t *Term) Err() error {
+	if err := context.Cause(t.ctx); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.ended && !time.Now().Before(t.deadline) {
+		t.endLocked(ErrLeaseExpired)
+	}
+	return context.Cause(t.ctx)
+}
 
 // Context is canceled exactly when Done closes (Done is its Done channel);
 // context.Cause of it is Err.
@@ -126,7 +138,7 @@ func NewTerm(o Options, l Leader, sent time.Time) (*Term, *LeaseClock) {
 	if d := time.Until(t.deadline); d > 0 {
 		t.timer = time.AfterFunc(d, c.expire)
 	} else {
-		c.endLocked(ErrLeaseExpired)
+		c.t.endLocked(ErrLeaseExpired)
 	}
 	return t, c
 }
@@ -175,7 +187,7 @@ func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time {
 		return t.deadline
 	}
 	if !now.Before(t.deadline) {
-		c.endLocked(ErrLeaseExpired)
+		c.t.endLocked(ErrLeaseExpired)
 		return t.deadline
 	}
 	if err == nil {
@@ -202,7 +214,7 @@ func (c *LeaseClock) End(cause error) bool {
 	if c.t.ended {
 		return false
 	}
-	c.endLocked(cause)
+	c.t.endLocked(cause)
 	return true
 }
 
@@ -212,8 +224,7 @@ func (c *LeaseClock) Wait() {
 	<-c.hooksDone
 }
 
-func (c *LeaseClock) endLocked(cause error) {
-	t := c.t
+func (t *Term) endLocked(cause error) {
 	t.ended = true
 	if t.timer != nil {
 		t.timer.Stop()
@@ -234,7 +245,7 @@ func (c *LeaseClock) expire() {
 		t.timer.Reset(d)
 		return
 	}
-	c.endLocked(ErrLeaseExpired)
+	c.t.endLocked(ErrLeaseExpired)
 }
 
 func (c *LeaseClock) enqueue(f func()) {

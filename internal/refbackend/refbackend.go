@@ -1,0 +1,495 @@
+// Package refbackend is the reference backend of the conformance suite: an
+// in-process store of leased keys shaped like etcd's (leases with a TTL that
+// keepalives renew, keys created in revision order, the oldest live key
+// leads, the key's creation revision is the fencing token) and an Elector on
+// it that keeps the contract of package election.
+//
+// It exists to prove the suite in electiontest: every subtest passes on it,
+// and each of its Bugs makes some subtest fail. It is internal; applications
+// that want an in-process election use backend/inmem.
+package refbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/internal/watch"
+)
+
+// Bugs are deliberate faults, each breaking one promise of the contract.
+type Bugs struct {
+	EveryoneLeads   bool // Campaign returns at once: several leaders (P1)
+	ReuseToken      bool // every key gets token 1 (P2)
+	ResignKeepsTerm bool // Resign deletes the key but leaves the Term valid (P3, P5)
+	LateExpiry      bool // Terms stay valid for twice the lease, past the store's expiry (P3)
+}
+
+var (
+	errLeaseNotFound = errors.New("refbackend: lease not found")
+	errConnLost      = errors.New("refbackend: connection lost")
+)
+
+// Store is the in-process store of one election.
+type Store struct {
+	bugs  Bugs
+	board *watch.Board
+
+	mu   sync.Mutex
+	rev  uint64
+	keys []*key // live keys, oldest first
+}
+
+type key struct {
+	leader election.Leader
+	lease  *lease
+}
+
+type lease struct {
+	ttl       time.Duration
+	timer     *time.Timer
+	expiresAt time.Time
+	dead      chan struct{} // closed when the lease expired or was revoked
+	key       *key
+}
+
+// NewStore returns an empty store with the given faults.
+func NewStore(bugs Bugs) *Store {
+	return &Store{bugs: bugs, board: watch.NewBoard()}
+}
+
+func (s *Store) grant(ttl time.Duration) *lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := &lease{ttl: ttl, dead: make(chan struct{}), expiresAt: time.Now().Add(ttl)}
+	l.timer = time.AfterFunc(ttl, func() { s.expire(l) })
+	return l
+}
+
+// keepAlive renews l for another TTL from now (the store's receive time).
+func (s *Store) keepAlive(l *lease) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if !now.Before(l.expiresAt) {
+		s.revokeLocked(l)
+	}
+	select {
+	case <-l.dead:
+		return errLeaseNotFound
+	default:
+	}
+	l.expiresAt = now.Add(l.ttl)
+	l.timer.Reset(l.ttl)
+	return nil
+}
+
+func (s *Store) expire(l *lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Now().Before(l.expiresAt) {
+		return // renewed since the timer fired
+	}
+	s.revokeLocked(l)
+}
+
+func (s *Store) revoke(l *lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revokeLocked(l)
+}
+
+func (s *Store) revokeLocked(l *lease) {
+	select {
+	case <-l.dead:
+		return
+	default:
+	}
+	close(l.dead)
+	l.timer.Stop()
+	for i, k := range s.keys {
+		if k.lease == l {
+			s.keys = append(s.keys[:i], s.keys[i+1:]...)
+			break
+		}
+	}
+	s.publishLocked()
+}
+
+// put creates the candidate's key under l at the next revision.
+func (s *Store) put(l *lease, o election.Options) (*key, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-l.dead:
+		return nil, errLeaseNotFound
+	default:
+	}
+	s.rev++
+	k := &key{lease: l, leader: election.Leader{ID: o.ID, Value: o.Value, Priority: o.Priority, Token: s.rev}}
+	if s.bugs.ReuseToken {
+		k.leader.Token = 1
+	}
+	l.key = k
+	s.keys = append(s.keys, k)
+	s.publishLocked()
+	return k, nil
+}
+
+func (s *Store) publishLocked() {
+	var l election.Leader
+	if len(s.keys) > 0 {
+		l = s.keys[0].leader
+	}
+	s.board.Set(l)
+}
+
+// confirm renews k's lease and reports whether k is the oldest live key:
+// the check Campaign makes before it returns (P4).
+func (s *Store) confirm(k *key) error {
+	if err := s.keepAlive(k.lease); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.bugs.EveryoneLeads && (len(s.keys) == 0 || s.keys[0] != k) {
+		return fmt.Errorf("refbackend: key %d is not the oldest", k.leader.Token)
+	}
+	return nil
+}
+
+func (s *Store) isHead(k *key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bugs.EveryoneLeads || len(s.keys) > 0 && s.keys[0] == k
+}
+
+// Elector is one candidate on a Store.
+type Elector struct {
+	s       *Store
+	o       election.Options
+	sem     chan struct{} // one Campaign at a time
+	closing chan struct{}
+	cutCh   chan struct{}
+	wg      sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	cut    bool
+	cand   *candidacy
+}
+
+// candidacy is one key under one lease, from Campaign to its end.
+type candidacy struct {
+	lease   *lease
+	key     *key
+	stop    chan struct{} // ends the keepalive loop
+	elected chan struct{} // closed when clock is set
+	clock   *election.LeaseClock
+}
+
+var _ election.Elector = (*Elector)(nil)
+
+// NewElector returns a candidate of the store's election.
+func (s *Store) NewElector(opts ...election.Option) (*Elector, error) {
+	o, err := election.NewOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Elector{s: s, o: o, sem: make(chan struct{}, 1), closing: make(chan struct{}), cutCh: make(chan struct{})}, nil
+}
+
+// Crash cuts the Elector off from the store for good, as if its process
+// died: it stops renewing and its later calls fail; its lease expires on
+// the store after the TTL. Close still releases its local resources.
+func (e *Elector) Crash() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.cut {
+		e.cut = true
+		close(e.cutCh)
+	}
+}
+
+func (e *Elector) connErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.closed:
+		return election.ErrClosed
+	case e.cut:
+		return fmt.Errorf("%w: %w", election.ErrSessionLost, errConnLost)
+	}
+	return nil
+}
+
+// Campaign implements election.Elector.
+func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case e.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-e.closing:
+		return nil, election.ErrClosed
+	}
+	defer func() { <-e.sem }()
+
+	e.mu.Lock()
+	if c := e.cand; c != nil && c.clock != nil && c.clock.Term().Err() == nil && !e.closed {
+		e.mu.Unlock()
+		return c.clock.Term(), nil // already leading
+	}
+	e.mu.Unlock()
+	if err := e.connErr(); err != nil {
+		return nil, err
+	}
+	c, err := e.start()
+	if err != nil {
+		return nil, err
+	}
+	for !e.s.isHead(c.key) {
+		_, changed := e.s.board.Get()
+		if e.s.isHead(c.key) {
+			break
+		}
+		select {
+		case <-changed:
+		case <-c.lease.dead:
+			return nil, e.lost(c)
+		case <-e.cutCh:
+			return nil, e.lost(c)
+		case <-e.closing:
+			return nil, election.ErrClosed
+		case <-ctx.Done():
+			e.withdraw(c)
+			return nil, ctx.Err()
+		}
+	}
+	// P4: the key exists under a live lease and is the oldest, confirmed by
+	// a renewal whose send time starts the Term's deadline.
+	sent := time.Now()
+	if err := e.connErr(); err != nil {
+		return nil, e.lost(c)
+	}
+	if err := e.s.confirm(c.key); err != nil {
+		e.withdraw(c)
+		return nil, fmt.Errorf("%w: %w", election.ErrSessionLost, err)
+	}
+	o := e.o
+	if e.s.bugs.LateExpiry {
+		o.TTL *= 2
+	}
+	term, clock := election.NewTerm(o, c.key.leader, sent)
+	e.mu.Lock()
+	if e.cand != c || e.closed {
+		e.mu.Unlock()
+		clock.End(election.ErrResigned)
+		if e.isClosed() {
+			return nil, election.ErrClosed
+		}
+		return nil, election.ErrResigned
+	}
+	c.clock = clock
+	close(c.elected)
+	e.mu.Unlock()
+	if err := term.Err(); err != nil {
+		e.withdraw(c)
+		return nil, err
+	}
+	return term, nil
+}
+
+func (e *Elector) isClosed() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.closed
+}
+
+// start grants a lease, creates the key and starts the keepalive loop.
+func (e *Elector) start() (*candidacy, error) {
+	l := e.s.grant(e.o.TTL)
+	k, err := e.s.put(l, e.o)
+	if err != nil {
+		e.s.revoke(l)
+		return nil, fmt.Errorf("%w: %w", election.ErrSessionLost, err)
+	}
+	c := &candidacy{lease: l, key: k, stop: make(chan struct{}), elected: make(chan struct{})}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		e.s.revoke(l)
+		return nil, election.ErrClosed
+	}
+	e.cand = c
+	e.wg.Add(1)
+	go e.keepAlive(c)
+	return c, nil
+}
+
+// lost reports why a waiting candidacy ended: Resign, Close, or the lease.
+func (e *Elector) lost(c *candidacy) error {
+	e.mu.Lock()
+	mine := e.cand == c
+	closed, cut := e.closed, e.cut
+	e.mu.Unlock()
+	switch {
+	case closed:
+		return election.ErrClosed
+	case !mine:
+		return election.ErrResigned
+	}
+	e.withdraw(c)
+	if cut {
+		return fmt.Errorf("%w: %w", election.ErrSessionLost, errConnLost)
+	}
+	return fmt.Errorf("%w: lease of key %d expired", election.ErrSessionLost, c.key.leader.Token)
+}
+
+// withdraw ends c if it is still the current candidacy.
+func (e *Elector) withdraw(c *candidacy) {
+	e.mu.Lock()
+	if e.cand != c {
+		e.mu.Unlock()
+		return
+	}
+	e.cand = nil
+	e.mu.Unlock()
+	e.end(c, election.ErrResigned)
+}
+
+// end ends c's Term (if any) with cause, stops its keepalives and deletes
+// its key by revoking the lease.
+func (e *Elector) end(c *candidacy, cause error) {
+	var clock *election.LeaseClock
+	e.mu.Lock()
+	clock = c.clock
+	e.mu.Unlock()
+	if clock != nil && !(e.s.bugs.ResignKeepsTerm && errors.Is(cause, election.ErrResigned)) {
+		clock.End(cause)
+	}
+	close(c.stop)
+	e.mu.Lock()
+	cut := e.cut
+	e.mu.Unlock()
+	if !cut { // a cut-off candidate's lease expires on the store
+		e.s.revoke(c.lease)
+	}
+	if clock != nil && !e.s.bugs.ResignKeepsTerm {
+		clock.Wait()
+	}
+}
+
+// keepAlive renews c's lease every TTL/3 while the candidacy lasts, drives
+// the Term's lease clock while leading, and deletes the key when the Term
+// ends on its own (expiry, lost lease, unhealthy hook).
+func (e *Elector) keepAlive(c *candidacy) {
+	defer e.wg.Done()
+	tick := time.NewTicker(e.o.TTL / 3)
+	defer tick.Stop()
+	elected := c.elected
+	var termDone <-chan struct{}
+	var clock *election.LeaseClock
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-elected:
+			elected = nil
+			e.mu.Lock()
+			clock = c.clock
+			e.mu.Unlock()
+			termDone = clock.Term().Done()
+			continue
+		case <-termDone:
+			e.withdraw(c)
+			return
+		case <-tick.C:
+		}
+		if clock != nil && clock.BeforeRenew() != nil {
+			continue // the Term ended; termDone fires next
+		}
+		sent := time.Now()
+		err := e.connErr()
+		if err == nil {
+			err = e.s.keepAlive(c.lease)
+		}
+		if clock != nil {
+			clock.Renewed(sent, err)
+			if errors.Is(err, errLeaseNotFound) {
+				clock.End(fmt.Errorf("%w: lease of key %d", election.ErrSessionLost, c.key.leader.Token))
+			}
+		}
+	}
+}
+
+// Resign implements election.Elector.
+func (e *Elector) Resign(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return election.ErrClosed
+	}
+	c := e.cand
+	e.cand = nil
+	e.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	e.end(c, election.ErrResigned)
+	return nil
+}
+
+// Leader implements election.Elector.
+func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
+	if err := ctx.Err(); err != nil {
+		return election.Leader{}, err
+	}
+	if err := e.connErr(); err != nil {
+		return election.Leader{}, err
+	}
+	l, _ := e.s.board.Get()
+	if l.IsZero() {
+		return l, election.ErrNoLeader
+	}
+	return l, nil
+}
+
+// Observe implements election.Elector.
+func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		ch := make(chan election.Leader)
+		close(ch)
+		return ch
+	}
+	return e.s.board.Stream(ctx, e.closing, &e.wg)
+}
+
+// Close implements election.Elector.
+func (e *Elector) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	close(e.closing)
+	c := e.cand
+	e.cand = nil
+	e.mu.Unlock()
+	if c != nil {
+		e.end(c, election.ErrClosed)
+	}
+	e.wg.Wait()
+	return nil
+}

@@ -1,0 +1,85 @@
+// Package watch holds the current leader of an election as a backend sees
+// it, and streams it to observers with the semantics of Elector.Observe:
+// the current state first, then every change; a slow reader skips
+// intermediate values but always gets the newest.
+package watch
+
+import (
+	"context"
+	"sync"
+
+	"github.com/electkit/election"
+)
+
+// Board is the current leader plus a channel closed on each change.
+type Board struct {
+	mu      sync.Mutex
+	cur     election.Leader
+	changed chan struct{}
+}
+
+// NewBoard returns a Board whose current leader is none.
+func NewBoard() *Board { return &Board{changed: make(chan struct{})} }
+
+// Set publishes l. It reports whether l differs from the current leader.
+func (b *Board) Set(l election.Leader) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cur.Equal(l) {
+		return false
+	}
+	b.cur = l
+	close(b.changed)
+	b.changed = make(chan struct{})
+	return true
+}
+
+// Get returns the current leader and a channel closed when it changes.
+func (b *Board) Get() (election.Leader, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cur, b.changed
+}
+
+// Stream sends the current leader, then each change, on the returned
+// channel until ctx ends or stop is closed; then it closes the channel. Its
+// goroutine is counted in wg.
+func (b *Board) Stream(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) <-chan election.Leader {
+	out := make(chan election.Leader)
+	select {
+	case <-stop:
+		close(out)
+		return out
+	default:
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(out)
+		var last election.Leader
+		sent := false
+		for {
+			cur, changed := b.Get()
+			if !sent || !cur.Equal(last) {
+				select {
+				case out <- cur:
+					last, sent = cur, true
+				case <-changed: // newer value: offer that one instead
+					continue
+				case <-ctx.Done():
+					return
+				case <-stop:
+					return
+				}
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			case <-stop:
+				return
+			}
+		}
+	}()
+	return out
+}
