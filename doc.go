@@ -1,0 +1,110 @@
+// Package election elects one primary among the replicas of a service, in
+// the tradition of Google's Chubby and Apache ZooKeeper.
+//
+// An Elector is one candidate of one election. Its backend decides where
+// leadership comes from: backend/etcd (a key under a lease, ordered by etcd's
+// Raft majority), backend/zk (an ephemeral-sequential znode) or backend/inmem
+// (the classic algorithms of package classic, run between goroutines). This
+// package imports none of them; it holds the contract they all keep, the
+// lease clock they all use, and Run.
+//
+// # Lifecycle
+//
+// Campaign blocks until the candidate leads and returns a Term: one
+// leadership, with a fencing token and a deadline. The Term stays valid
+// until Done is closed; Err then says why it ended (ErrResigned,
+// ErrLeaseExpired, ErrSessionLost, ErrPreempted, ErrUnhealthy, ErrClosed).
+// Resign hands leadership to the next candidate at once; Close resigns,
+// withdraws and releases everything. Leader and Observe tell any candidate
+// who leads now.
+//
+// Most programs use Run, which campaigns, calls OnElected with the Term's
+// context, calls OnDemoted when the Term ends, and campaigns again, until
+// its ctx ends:
+//
+//	err := election.Run(ctx, e, election.Callbacks{
+//		OnElected: func(ctx context.Context, t *election.Term) {
+//			serveAsPrimary(ctx, t.Token()) // return once ctx is done
+//		},
+//		OnDemoted: func(t *election.Term) { log.Print("demoted: ", t.Err()) },
+//	})
+//
+// # Guarantees
+//
+// Every backend keeps these (the conformance suite in package electiontest
+// checks them):
+//
+//   - P1 one leader per token: at most one candidate ever gets a Term with a
+//     given token.
+//   - P2 monotonic fencing: tokens strictly increase across successive
+//     leaderships of one election, across restarts of every candidate.
+//   - P3 step down before the lease can lapse: Done closes no later than the
+//     last successful renewal's send time + TTL/(1+Drift) − Margin on the
+//     monotonic clock, so no other candidate can have been elected while a
+//     Term is valid. Term.Err reads the clock, so it is exact even when the
+//     deadline timer has not run yet.
+//   - P4 no phantom leadership: before Campaign returns, the candidate's own
+//     key or node is confirmed to exist under its own live lease or session.
+//   - P5 no lost or overlapping callbacks: under Run, exactly one OnElected
+//     and one OnDemoted per Term, in token order, never overlapping, on every
+//     exit path (expiry, Resign, ctx, backend error, panic in user code).
+//   - P6 bounded failover: after Resign the next candidate leads within about
+//     one store round trip; after a crash within TTL + one renewal interval +
+//     the store's own expiry delay.
+//   - P7 renewal never fails silently: each renewal outcome reaches the
+//     after-renewal hook; a lost session ends the Term; campaigning again
+//     uses a new session and gets a new token.
+//   - P8 garbage fails closed: foreign or malformed keys or znodes under the
+//     election's prefix never produce a leader; they are reported, and never
+//     crash the candidate.
+//   - P9 no herd: a leader change wakes O(1) waiting candidates.
+//
+// # What is not promised: use the token
+//
+// No library can promise that only one process believes it leads at every
+// instant. A process can be paused (a GC pause, a stopped VM, SIGSTOP)
+// between checking its Term and acting on it, and act after the Term ended
+// and another candidate was elected. The deadline and margin make this
+// unlikely; the fencing token makes it harmless. Pass Term.Token to every
+// resource the leader writes, and let the resource refuse tokens older than
+// the newest it has seen:
+//
+//	// In the leader:
+//	_, err := db.ExecContext(ctx,
+//		`UPDATE jobs SET owner = $1, fence = $2 WHERE id = $3 AND fence <= $2`,
+//		myID, t.Token(), jobID)
+//
+//	// Or in a service of your own:
+//	func (s *Store) Write(token uint64, v []byte) error {
+//		s.mu.Lock()
+//		defer s.mu.Unlock()
+//		if token < s.highest {
+//			return fmt.Errorf("stale leader: token %d < %d", token, s.highest)
+//		}
+//		s.highest, s.value = token, v
+//		return nil
+//	}
+//
+// # Options
+//
+// NewOptions resolves the With… options into Options and validates them; a
+// refused value is an *OptionError wrapping ErrInvalidOption that names the
+// field and the value. Nothing falls back to a default silently. The
+// defaults and bounds are the constants DefaultTTL, MinTTL, MaxTTL,
+// DefaultDrift, MaxDrift, DefaultMargin, MaxIDLen, MaxValueSize and IDChars.
+//
+// # Renewal hooks
+//
+// WithBeforeRenew runs before each lease renewal while leading; an error
+// makes the leader step down with ErrUnhealthy (a health check that fails
+// should not keep leadership). WithAfterRenew receives every renewal
+// outcome with its latency and the new deadline. See Term for how hooks
+// that block or panic are handled: neither can keep a Term alive past its
+// deadline.
+//
+// # Writing a backend
+//
+// A backend builds each Term with NewTerm and drives it through the
+// returned LeaseClock, uses the sentinel errors (wrapped with %w and
+// context), and runs electiontest.Run from its tests.
+package election
