@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults and bounds of the options shared by every backend. This block is
@@ -202,7 +203,8 @@ func ValidateID(id string) error {
 		return &OptionError{Field: "ID", Value: strconv.Quote(id), Reason: "must start with a letter or a digit"}
 	}
 	if i := strings.IndexFunc(id, func(r rune) bool { return r > 0x7f || !strings.ContainsRune(IDChars, r) }); i >= 0 {
-		return &OptionError{Field: "ID", Value: strconv.Quote(id), Reason: fmt.Sprintf("has %q at byte %d; allowed: letters, digits and . _ - : @", id[i:i+1], i)}
+		_, n := utf8.DecodeRuneInString(id[i:]) // the whole character, not its first byte
+		return &OptionError{Field: "ID", Value: strconv.Quote(id), Reason: fmt.Sprintf("has %q at byte %d; allowed: letters, digits and . _ - : @", id[i:i+n], i)}
 	}
 	return nil
 }
