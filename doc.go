@@ -31,8 +31,9 @@
 //
 // # Guarantees
 //
-// Every backend keeps these (the conformance suite in package electiontest
-// checks them):
+// Every backend keeps these. The conformance suite in package electiontest
+// checks P1–P7 on any backend; P8 and P9 depend on the store's layout, so
+// each backend's own tests check them.
 //
 //   - P1 one leader per token: at most one candidate ever gets a Term with a
 //     given token.

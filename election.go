@@ -42,11 +42,16 @@ type Elector interface {
 	// closed. On success the returned Term is already valid: the candidate's
 	// own key or node was confirmed under its own live lease or session. If
 	// ctx ends first, Campaign withdraws the candidacy and returns ctx.Err().
+	// If Resign or Close withdraws the candidacy while Campaign waits, it
+	// returns an error wrapping ErrResigned or ErrClosed. Campaign while
+	// already leading returns the current Term.
 	Campaign(ctx context.Context) (*Term, error)
 	// Resign ends this candidate's leadership (or withdraws its candidacy) so
 	// that the next candidate takes over at once, not after a TTL. The Term,
-	// if any, is Done with ErrResigned before Resign returns. Resigning when
-	// not a candidate is a no-op that returns nil.
+	// if any, is Done with ErrResigned before Resign returns, and before
+	// any request to the store: even when ctx is already done or the store
+	// cannot be reached (the key then goes with its lease, and the error
+	// says so). Resigning when not a candidate is a no-op that returns nil.
 	Resign(ctx context.Context) error
 	// Leader reports the current leader, or ErrNoLeader.
 	Leader(ctx context.Context) (Leader, error)

@@ -29,8 +29,11 @@ import (
 // the backend's renewal loop. A renewal waits for its before-renewal hook,
 // but never past the deadline: at the deadline the Term ends whatever a hook
 // is doing, and the hook's ctx (the Term's context) is canceled. A hook that
-// panics ends the Term with ErrUnhealthy carrying the panic value. Hooks must
-// return once their ctx is done: Close waits for a running hook.
+// panics (either hook) ends the Term with ErrUnhealthy carrying the panic
+// value. Because hooks share one goroutine, a slow after-renewal hook delays
+// the next before-renewal hook and so the next renewal: keep hooks short.
+// Hooks must return once their ctx is done: Close waits for a running hook,
+// so a hook must not call Close (it may call Resign).
 type Term struct {
 	leader Leader
 	window time.Duration
@@ -116,10 +119,12 @@ type LeaseClock struct {
 // request sent at sent (a time.Now reading, so that it carries the monotonic
 // clock). If the deadline derived from sent has already passed, the Term is
 // returned already ended with ErrLeaseExpired: a backend must check Err
-// before handing it out. o must have passed Validate.
+// before handing it out. A sent in the future counts as now. o must have
+// passed Validate.
 func NewTerm(o Options, l Leader, sent time.Time) (*Term, *LeaseClock) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l.Value = append([]byte(nil), l.Value...)
+	sent = checkSent(sent, time.Now())
 	t := &Term{leader: l, window: o.Window(), ctx: ctx, cancel: cancel, deadline: sent.Add(o.Window())}
 	c := &LeaseClock{t: t, before: o.BeforeRenew, after: o.AfterRenew, hooksDone: make(chan struct{})}
 	if o.Logger != nil {
@@ -138,7 +143,7 @@ func NewTerm(o Options, l Leader, sent time.Time) (*Term, *LeaseClock) {
 	if d := time.Until(t.deadline); d > 0 {
 		t.timer = time.AfterFunc(d, c.expire)
 	} else {
-		c.t.endLocked(ErrLeaseExpired)
+		t.endLocked(ErrLeaseExpired)
 	}
 	return t, c
 }
@@ -176,8 +181,10 @@ func (c *LeaseClock) BeforeRenew() error {
 // the lease. A success moves the deadline to sent + Window, unless the
 // deadline has already passed: a late reply never revives a lapsed Term. A
 // failure leaves the deadline as it is; the backend retries or calls End.
-// It returns the deadline after the attempt. Attempts recorded after the
-// Term ended are ignored.
+// It returns the deadline after the attempt. The after-renewal hook gets
+// every attempt recorded while the Term is valid, including the late reply
+// that finds the deadline passed; attempts recorded after the Term ended
+// are ignored. A send time in the future counts as now.
 func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time {
 	now := time.Now()
 	t := c.t
@@ -186,16 +193,21 @@ func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time {
 	if t.ended {
 		return t.deadline
 	}
-	if !now.Before(t.deadline) {
-		c.t.endLocked(ErrLeaseExpired)
-		return t.deadline
-	}
-	if err == nil {
+	sent = checkSent(sent, now)
+	late := !now.Before(t.deadline)
+	switch {
+	case err != nil:
+	case late:
+		err = fmt.Errorf("%w: the reply came at or after the deadline", ErrLeaseExpired)
+	default:
 		if d := sent.Add(t.window); d.After(t.deadline) {
 			t.deadline = d
 		}
 	}
 	if c.after != nil {
+		// Queued before a late reply ends the Term: the hook loop drains
+		// the queue before it exits, so the attempt that lost the lease is
+		// reported too.
 		r := Renewal{Leader: t.Leader(), Sent: sent, Latency: now.Sub(sent), Err: err, Deadline: t.deadline}
 		c.enqueueLocked(func() {
 			if err := c.callHook("after-renewal", func() error { c.after(r); return nil }); err != nil {
@@ -203,7 +215,23 @@ func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time {
 			}
 		})
 	}
+	if late {
+		t.endLocked(ErrLeaseExpired)
+	}
 	return t.deadline
+}
+
+// checkSent takes a send time in the future as now: a deadline never
+// counts from a moment the request cannot have left. (A send time must be
+// a time.Now reading so that it carries the monotonic clock; one without,
+// from Round(0), UTC() or decoding, would let a wall-clock step move the
+// deadline. It cannot be refused: synctest's fake time has no monotonic
+// reading either.)
+func checkSent(sent, now time.Time) time.Time {
+	if sent.After(now) {
+		return now
+	}
+	return sent
 }
 
 // End ends the Term with cause (wrapping one of the package's sentinels)

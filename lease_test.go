@@ -888,3 +888,53 @@ func TestExpiryRearmsExactly(t *testing.T) {
 		}
 	})
 }
+
+// TestLateReplyReachesAfterHook: the renewal whose reply comes at or after
+// the deadline (before the timer ran) is the one that loses the lease: the
+// after-renewal hook must hear of it (P7), and the Term ends.
+func TestLateReplyReachesAfterHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		got := make(chan Renewal, 4)
+		o := mustOptions(t, WithAfterRenew(func(r Renewal) { got <- r }))
+		t0 := time.Now()
+		term, clk := NewTerm(o, testLeader, t0)
+		stopTimer(term)
+		time.Sleep(o.Window())
+		clk.Renewed(t0.Add(time.Second), nil)
+		clk.Wait()
+		select {
+		case r := <-got:
+			if !errors.Is(r.Err, ErrLeaseExpired) {
+				t.Errorf("late reply reported with Err %v, want ErrLeaseExpired", r.Err)
+			}
+			if !r.Deadline.Equal(t0.Add(o.Window())) {
+				t.Errorf("late reply reported deadline %v, want the unchanged %v", r.Deadline, t0.Add(o.Window()))
+			}
+		default:
+			t.Fatal("the late reply never reached the after-renewal hook")
+		}
+		if !errors.Is(term.Err(), ErrLeaseExpired) {
+			t.Errorf("Term Err %v, want ErrLeaseExpired", term.Err())
+		}
+	})
+}
+
+// TestFutureSendTimeCountsAsNow: a send time after the moment Renewed runs
+// cannot push the deadline past now + Window.
+func TestFutureSendTimeCountsAsNow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o := mustOptions(t)
+		t0 := time.Now()
+		_, clk := NewTerm(o, testLeader, t0)
+		time.Sleep(time.Second)
+		now := time.Now()
+		if d := clk.Renewed(now.Add(time.Hour), nil); !d.Equal(now.Add(o.Window())) {
+			t.Errorf("deadline %v after a future send time, want now+Window %v", d, now.Add(o.Window()))
+		}
+		clk.End(ErrResigned)
+		term, _ := NewTerm(o, testLeader, now.Add(time.Hour))
+		if d := term.Deadline(); !d.Equal(now.Add(o.Window())) {
+			t.Errorf("NewTerm deadline %v with a future send time, want now+Window %v", d, now.Add(o.Window()))
+		}
+	})
+}

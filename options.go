@@ -26,9 +26,11 @@ const (
 	MinTTL = time.Second
 	MaxTTL = 10 * time.Minute
 
-	// DefaultDrift is ρ, the assumed bound on how much faster or slower the
-	// local monotonic clock may run than the store's (1%: far above real
-	// quartz and NTP slew, cheap at 0.1 s of a 10 s lease).
+	// DefaultDrift is ρ, the assumed bound on how much faster the store's
+	// clock may run than this process's monotonic clock: the store's lease
+	// of TTL may end after TTL/(1+ρ) of local time, so a Term counts no
+	// more than that (1%: far above real quartz and NTP slew, cheap at
+	// 0.1 s of a 10 s lease).
 	DefaultDrift = 0.01
 	// MaxDrift bounds WithDrift.
 	MaxDrift = 0.1
@@ -116,8 +118,8 @@ func WithPriority(p int64) Option { return func(o *Options) { o.Priority = p } }
 // WithTTL sets the lease or session TTL.
 func WithTTL(d time.Duration) Option { return func(o *Options) { o.TTL = d } }
 
-// WithDrift sets ρ, the assumed bound on the clock-rate difference between
-// this process and the store (0.01 = 1%).
+// WithDrift sets ρ, the assumed bound on how much faster the store's clock
+// may run than this process's (0.01 = 1%).
 func WithDrift(rho float64) Option { return func(o *Options) { o.Drift = rho } }
 
 // WithMargin sets the safety margin subtracted from every deadline.
@@ -198,7 +200,11 @@ func ValidateID(id string) error {
 	case id == "":
 		return &OptionError{Field: "ID", Value: `""`, Reason: "must not be empty"}
 	case len(id) > MaxIDLen:
-		return &OptionError{Field: "ID", Value: strconv.Quote(id[:16]) + "…", Reason: fmt.Sprintf("is %d bytes, more than MaxIDLen (%d)", len(id), MaxIDLen)}
+		cut := id[:16]
+		for !utf8.ValidString(cut) {
+			cut = cut[:len(cut)-1]
+		}
+		return &OptionError{Field: "ID", Value: strconv.Quote(cut) + "…", Reason: fmt.Sprintf("is %d bytes, more than MaxIDLen (%d)", len(id), MaxIDLen)}
 	case !isAlnum(id[0]):
 		return &OptionError{Field: "ID", Value: strconv.Quote(id), Reason: "must start with a letter or a digit"}
 	}

@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -75,6 +76,9 @@ func Run(ctx context.Context, e Elector, cb Callbacks) error {
 		case errors.Is(err, ErrClosed):
 			r.finish(ctx)
 			return err
+		case err == nil && t == nil:
+			err = fmt.Errorf("election: Campaign of %T returned neither a Term nor an error", e)
+			fallthrough
 		case err != nil:
 			if cb.OnError != nil {
 				r.guard(func() { cb.OnError(err) })
@@ -154,15 +158,27 @@ func (r *runner) lead(ctx, rctx context.Context, t *Term) {
 }
 
 // resign ends t if it is still valid (ctx ended, or a callback panicked), so
-// the next candidate takes over at once, and waits until it has ended. The
-// term ends by its deadline even if the store cannot be reached.
+// the next candidate takes over at once, and waits until it has ended. An
+// Elector's Resign ends the Term before it talks to the store; if one
+// returns with the Term still valid, Resign is retried with backoff until
+// the Term ends, so Run never goes on leading after its ctx ended.
 func (r *runner) resign(ctx context.Context, t *Term) {
-	if t.Err() == nil {
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(runInitialBackoff),
+		backoff.WithMaxInterval(time.Second),
+		backoff.WithMaxElapsedTime(0),
+	)
+	for t.Err() == nil {
 		rs, cancel := context.WithDeadline(context.WithoutCancel(ctx), t.Deadline())
 		_ = r.e.Resign(rs)
 		cancel()
+		wait := time.NewTimer(b.NextBackOff())
+		select {
+		case <-t.Done():
+		case <-wait.C:
+		}
+		wait.Stop()
 	}
-	<-t.Done()
 }
 
 // guard runs a callback on Run's goroutine, recording a panic and ending

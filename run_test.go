@@ -33,8 +33,9 @@ func (l *eventLog) get() []string {
 // grant scripts one Campaign: it fails with err, or wins (err nil). during,
 // if set, runs after the Term is made and before Campaign returns it.
 type grant struct {
-	err    error
-	during func()
+	err     error
+	during  func()
+	nilTerm bool // Campaign returns neither a Term nor an error
 }
 
 // fakeElector is a scripted Elector. Campaign blocks until the test sends it
@@ -53,7 +54,11 @@ type fakeElector struct {
 	campaigns  []time.Time
 	resigns    int
 	resignNoop bool // Resign cannot reach the store: it blocks until its ctx ends
-	closed     bool
+	// resignFails makes that many Resign calls fail without ending the
+	// Term (a non-conforming backend, or a store error before the Term was
+	// ended).
+	resignFails int
+	closed      bool
 }
 
 var _ Elector = (*fakeElector)(nil)
@@ -83,6 +88,9 @@ func (f *fakeElector) Campaign(ctx context.Context) (*Term, error) {
 		if g.err != nil {
 			return nil, g.err
 		}
+		if g.nilTerm {
+			return nil, nil
+		}
 		f.mu.Lock()
 		f.token++
 		term, clk := NewTerm(f.opts, Leader{ID: f.opts.ID, Token: f.token}, time.Now())
@@ -99,8 +107,15 @@ func (f *fakeElector) Resign(ctx context.Context) error {
 	f.mu.Lock()
 	f.resigns++
 	clk, noop := f.clk, f.resignNoop
+	fail := f.resignFails > 0
+	if fail {
+		f.resignFails--
+	}
 	f.mu.Unlock()
 	f.log.add("resign")
+	if fail {
+		return errors.New("fake: leader changed, retry")
+	}
 	if noop {
 		<-ctx.Done()
 		return ctx.Err()
@@ -991,5 +1006,85 @@ func TestRunFirstPanicWins(t *testing.T) {
 		}
 		h.check()
 		wantLog(t, h.log.get(), "campaign", "elected 1", "elected-returned 1", "resign", "demoted 1")
+	})
+}
+
+// TestRunRetriesFailedResign: when Resign fails and the Term stays valid
+// (renewals keep succeeding), Run retries Resign with backoff until the
+// Term ends, instead of leading on after its ctx ended.
+func TestRunRetriesFailedResign(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &eventLog{}
+		f := newFake(t, log)
+		f.resignFails = 2
+		ctx, cancel := context.WithCancel(context.Background())
+		elected := make(chan *Term, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, f, Callbacks{
+				OnElected: func(ctx context.Context, t *Term) { elected <- t; <-ctx.Done() },
+			})
+		}()
+		f.grants <- grant{}
+		term := <-elected
+		f.mu.Lock()
+		clk := f.clk
+		f.mu.Unlock()
+		stopRenew := make(chan struct{})
+		renewing := make(chan struct{})
+		go func() { // a healthy session: renewed every second
+			defer close(renewing)
+			for {
+				select {
+				case <-stopRenew:
+					return
+				case <-time.After(time.Second):
+					clk.Renewed(time.Now(), nil)
+				}
+			}
+		}()
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Run = %v, want context.Canceled", err)
+			}
+		case <-time.After(time.Hour):
+			t.Fatalf("Run still leading an hour after its ctx ended (Err %v)", term.Err())
+		}
+		close(stopRenew)
+		<-renewing
+		f.mu.Lock()
+		resigns := f.resigns
+		f.mu.Unlock()
+		if resigns != 3 {
+			t.Errorf("Resign called %d times, want 3 (two failures, then success)", resigns)
+		}
+		if !errors.Is(term.Err(), ErrResigned) {
+			t.Errorf("Term ended with %v, want ErrResigned", term.Err())
+		}
+	})
+}
+
+// TestRunNilTermFromCampaign: a Campaign that returns neither a Term nor
+// an error is reported through OnError and retried, not dereferenced.
+func TestRunNilTermFromCampaign(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(t, &eventLog{})
+		ctx, cancel := context.WithCancel(context.Background())
+		errs := make(chan error, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(ctx, f, Callbacks{OnError: func(err error) { errs <- err }})
+		}()
+		f.grants <- grant{nilTerm: true}
+		err := <-errs
+		if err == nil || !strings.Contains(err.Error(), "neither a Term nor an error") || !strings.Contains(err.Error(), "fakeElector") {
+			t.Errorf("OnError got %v, want an error naming the Elector's type", err)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
 	})
 }

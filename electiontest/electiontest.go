@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -53,9 +54,13 @@ type Harness struct {
 	// candidate leads (P6): TTL + one renewal interval + the store's own
 	// expiry delay. Required.
 	Failover time.Duration
-	// Patience bounds every wait for what should happen promptly: a
-	// handover after Resign, an Observe update, Close returning. Default 10s.
+	// Patience bounds every wait for what should happen promptly: an
+	// Observe update, Close returning. Default 10s.
 	Patience time.Duration
+	// Handover bounds the time from Resign returning until the waiting
+	// candidate's Campaign returns (P6: about one store round trip).
+	// Default Patience/10. In a bubble, 1ns means "no fake time passes".
+	Handover time.Duration
 	// Lateness is how long after its Deadline a crashed leader's Term may be
 	// seen Done (timer and scheduling delay). Default 0 with Bubble, 50ms
 	// otherwise.
@@ -91,6 +96,9 @@ func Run(t *testing.T, h Harness) {
 	if h.Patience <= 0 {
 		h.Patience = 10 * time.Second
 	}
+	if h.Handover <= 0 {
+		h.Handover = h.Patience / 10
+	}
 	if h.Lateness <= 0 && !h.Bubble {
 		h.Lateness = 50 * time.Millisecond
 	}
@@ -99,41 +107,58 @@ func Run(t *testing.T, h Harness) {
 	}
 	for _, st := range subtests {
 		t.Run(st.name, func(t *testing.T) {
-			if h.Bubble {
-				synctest.Test(t, func(t *testing.T) { st.run(newWorld(t, h)) })
-			} else {
+			body := func(t *testing.T) {
+				if st.leaks {
+					checkLeaks(t, h)
+				}
 				st.run(newWorld(t, h))
+			}
+			if h.Bubble {
+				synctest.Test(t, body)
+			} else {
+				body(t)
 			}
 		})
 	}
 }
 
 var subtests = []struct {
-	name string
-	run  func(w *world)
+	name  string
+	run   func(w *world)
+	leaks bool // check for goroutines left after every cleanup
 }{
-	{"OneLeader", testOneLeader},
-	{"ResignHandsOver", testResignHandsOver},
-	{"SuccessiveHandovers", testSuccessiveHandovers},
-	{"CampaignHonoursContext", testCampaignHonoursContext},
-	{"CloseWhileLeading", testCloseWhileLeading},
-	{"CloseWhileWaiting", testCloseWhileWaiting},
-	{"Observe", testObserve},
-	{"LeaderAgreesWithObserve", testLeaderAgreesWithObserve},
-	{"LeaderCrash", testLeaderCrash},
-	{"TermExitPaths", testTermExitPaths},
-	{"RunCallbacks", testRunCallbacks},
-	{"NoGoroutineLeft", testNoGoroutineLeft},
+	{"OneLeader", testOneLeader, false},
+	{"ResignHandsOver", testResignHandsOver, false},
+	{"ResignHandsOverPromptly", testResignHandsOverPromptly, false},
+	{"ResignWhileWaiting", testResignWhileWaiting, false},
+	{"CampaignWhileLeading", testCampaignWhileLeading, false},
+	{"LeaderStaysLeader", testLeaderStaysLeader, false},
+	{"UnhealthyHook", testUnhealthyHook, false},
+	{"SuccessiveHandovers", testSuccessiveHandovers, false},
+	{"CampaignHonoursContext", testCampaignHonoursContext, false},
+	{"CloseWhileLeading", testCloseWhileLeading, false},
+	{"CloseWhileWaiting", testCloseWhileWaiting, false},
+	{"Observe", testObserve, false},
+	{"LeaderAgreesWithObserve", testLeaderAgreesWithObserve, false},
+	{"LeaderCrash", testLeaderCrash, false},
+	{"TermExitPaths", testTermExitPaths, false},
+	{"RunCallbacks", testRunCallbacks, false},
+	{"NoGoroutineLeft", testNoGoroutineLeft, true},
 }
 
 // world is one subtest's election, its candidates and everything the suite
 // has seen of it. Every Campaign goes through world.campaign, which checks
 // P1–P4 at the instant a Term is handed out.
 type world struct {
-	t  *testing.T
-	h  Harness
-	el Election
-	wg sync.WaitGroup // the suite's own goroutines
+	t      *testing.T
+	h      Harness
+	el     Election
+	wg     sync.WaitGroup // the suite's own goroutines
+	ctx    context.Context
+	cancel context.CancelFunc
+	// ending is set once the subtest's cleanup begins: candidates are
+	// being closed, so what campaigns still in flight return is not judged.
+	ending atomic.Bool
 
 	mu     sync.Mutex
 	n      int
@@ -144,7 +169,8 @@ type world struct {
 
 func newWorld(t *testing.T, h Harness) *world {
 	w := &world{t: t, h: h, owner: map[*election.Term]election.Elector{}, tokens: map[uint64]election.Elector{}}
-	t.Cleanup(w.wg.Wait) // runs after the candidates are closed
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	t.Cleanup(w.waitGoroutines) // runs after the candidates are closed
 	w.el = h.NewElection(t)
 	if w.el == nil {
 		t.Fatal("electiontest: NewElection returned nil")
@@ -152,20 +178,67 @@ func newWorld(t *testing.T, h Harness) *world {
 	return w
 }
 
-// candidate makes candidate "c<n>" with value "v<n>" and priority n; the
-// suite closes it at the end of the subtest.
-func (w *world) candidate() election.Elector {
+// candidate makes candidate "c<n>" with value "v<n>" and priority n (and
+// extra options); the suite closes it at the end of the subtest.
+func (w *world) candidate(extra ...election.Option) election.Elector {
 	w.mu.Lock()
 	w.n++
 	n := w.n
 	w.mu.Unlock()
-	e := w.el.Candidate(w.t, election.WithID(fmt.Sprintf("c%d", n)),
-		election.WithValue([]byte(fmt.Sprintf("v%d", n))), election.WithPriority(int64(n)))
+	opts := append([]election.Option{election.WithID(fmt.Sprintf("c%d", n)),
+		election.WithValue([]byte(fmt.Sprintf("v%d", n))), election.WithPriority(int64(n))}, extra...)
+	e := w.el.Candidate(w.t, opts...)
 	if e == nil {
 		w.t.Fatal("electiontest: Candidate returned nil")
 	}
 	w.t.Cleanup(func() { w.close(e) })
+	w.t.Cleanup(w.end) // runs before every candidate's Close
 	return e
+}
+
+// end marks the start of the subtest's cleanup and cancels the campaigns
+// still in flight.
+func (w *world) end() {
+	w.ending.Store(true)
+	w.cancel()
+}
+
+// errorf reports a failure found by a goroutine of the suite, unless the
+// subtest is ending.
+func (w *world) errorf(format string, args ...any) {
+	if !w.ending.Load() {
+		w.t.Errorf(format, args...)
+	}
+}
+
+// waitGoroutines waits for the suite's goroutines, at most Patience: a
+// Campaign or Observe that ignores Close fails the subtest instead of
+// hanging the test binary.
+func (w *world) waitGoroutines() {
+	w.end()
+	done := make(chan struct{})
+	go func() {
+		w.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(w.h.Patience):
+		w.t.Errorf("a Campaign or an Observe stream did not end within %v of its Elector's Close", w.h.Patience)
+	}
+}
+
+// checkLeaks registers, before anything else of the subtest, a check that
+// runs after every other cleanup: no goroutine started during the subtest
+// is left, but those the harness declares.
+func checkLeaks(t *testing.T, h Harness) {
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		opts := append([]goleak.Option{before}, h.IgnoreGoroutines...)
+		if err := goleak.Find(opts...); err != nil {
+			t.Errorf("goroutines left after Close and cleanup: %v", err)
+		}
+	})
 }
 
 // close closes e, failing the test if Close does not return within Patience.
@@ -190,16 +263,16 @@ func (w *world) campaign(ctx context.Context, e election.Elector) (*election.Ter
 	t, err := e.Campaign(ctx)
 	if err != nil {
 		if t != nil {
-			w.t.Errorf("Campaign returned both a Term (%v) and an error (%v)", t, err)
+			w.errorf("Campaign returned both a Term (%v) and an error (%v)", t, err)
 		}
 		return nil, err
 	}
 	if t == nil {
-		w.t.Errorf("Campaign returned neither a Term nor an error")
+		w.errorf("Campaign returned neither a Term nor an error")
 		return nil, errors.New("nil term")
 	}
 	if terr := t.Err(); terr != nil {
-		w.t.Errorf("Campaign returned a Term that is not valid: %v", terr)
+		w.errorf("Campaign returned a Term that is not valid: %v", terr)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -210,17 +283,17 @@ func (w *world) campaign(ctx context.Context, e election.Elector) (*election.Ter
 	}
 	for _, o := range w.terms {
 		if w.owner[o] != e && o.Err() == nil {
-			w.t.Errorf("two valid Terms at once: %v was handed out while %v was still valid (P1/P3)", t, o)
+			w.errorf("two valid Terms at once: %v was handed out while %v was still valid (P1/P3)", t, o)
 		}
 		if o.Token() >= t.Token() {
-			w.t.Errorf("token did not increase: %v after %v (P2)", t, o)
+			w.errorf("token did not increase: %v after %v (P2)", t, o)
 		}
 	}
 	if prev, ok := w.tokens[t.Token()]; ok && prev != e {
-		w.t.Errorf("token %d handed to two candidates (P1)", t.Token())
+		w.errorf("token %d handed to two candidates (P1)", t.Token())
 	}
 	if id := t.Leader().ID; id == "" {
-		w.t.Errorf("Term %v has an empty leader ID", t)
+		w.errorf("Term %v has an empty leader ID", t)
 	}
 	w.terms = append(w.terms, t)
 	w.owner[t] = e
@@ -257,7 +330,7 @@ func (w *world) settle() {
 // lead campaigns and fails the test unless e leads within Patience.
 func (w *world) lead(e election.Elector) *election.Term {
 	w.t.Helper()
-	r := w.await(w.campaignAsync(context.Background(), e), w.h.Patience, "Campaign on an election with no other candidate")
+	r := w.await(w.campaignAsync(w.ctx, e), w.h.Patience, "Campaign on an election with no other candidate")
 	if r.err != nil {
 		w.t.Fatalf("Campaign: %v", r.err)
 	}
@@ -280,7 +353,7 @@ func (w *world) await(ch <-chan result, d time.Duration, what string) result {
 // Resign returned.
 func (w *world) resign(e election.Elector, t *election.Term) {
 	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), w.h.Patience)
+	ctx, cancel := context.WithTimeout(w.ctx, w.h.Patience)
 	defer cancel()
 	if err := e.Resign(ctx); err != nil {
 		w.t.Fatalf("Resign: %v", err)

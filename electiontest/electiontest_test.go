@@ -34,6 +34,7 @@ func refHarness(bugs refbackend.Bugs) electiontest.Harness {
 		// A crashed leader's lease expires on the store one TTL after its
 		// last renewal at the latest.
 		Failover: refTTL + refTTL/3,
+		Handover: time.Nanosecond, // in-process: no time passes
 		Bubble:   true,
 	}
 }
@@ -46,6 +47,7 @@ func TestReferenceBackendRealTime(t *testing.T) {
 	}
 	h := refHarness(refbackend.Bugs{})
 	h.Bubble = false
+	h.Handover = 0 // the default
 	h.Handovers = 20
 	electiontest.Run(t, h)
 }
@@ -60,6 +62,9 @@ var bugs = map[string]refbackend.Bugs{
 	"ReuseToken":      {ReuseToken: true},
 	"ResignKeepsTerm": {ResignKeepsTerm: true},
 	"LateExpiry":      {LateExpiry: true},
+	"ResignNoRevoke":  {ResignNoRevoke: true},
+	"NoRenew":         {NoRenew: true},
+	"NoHooks":         {NoHooks: true},
 }
 
 // TestReferenceBackend runs the suite on the reference backend: every
@@ -84,6 +89,9 @@ func TestSuiteCatchesBrokenBackends(t *testing.T) {
 		"ReuseToken":      {"ResignHandsOver", "SuccessiveHandovers", "LeaderCrash"},
 		"ResignKeepsTerm": {"ResignHandsOver", "SuccessiveHandovers", "OneLeader", "TermExitPaths"},
 		"LateExpiry":      {"LeaderCrash", "RunCallbacks"},
+		"ResignNoRevoke":  {"ResignHandsOverPromptly"},
+		"NoRenew":         {"LeaderStaysLeader"},
+		"NoHooks":         {"LeaderStaysLeader", "UnhealthyHook"},
 	}
 	failLine := regexp.MustCompile(`--- FAIL: TestReferenceBackend/(\w+)`)
 	for bug, want := range mustFail {

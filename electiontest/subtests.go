@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/electkit/election"
 )
@@ -56,8 +55,8 @@ func testOneLeader(w *world) {
 		es = append(es, w.candidate())
 	}
 	watcher := w.candidate()
-	rec := w.observe(context.Background(), watcher)
-	ch := w.campaignAll(context.Background(), es...)
+	rec := w.observe(w.ctx, watcher)
+	ch := w.campaignAll(w.ctx, es...)
 	seen := map[election.Elector]bool{}
 	for i := range n {
 		r := w.awaitWon(ch, w.h.Patience, fmt.Sprintf("leader #%d of %d", i+1, n))
@@ -67,7 +66,7 @@ func testOneLeader(w *world) {
 		seen[r.e] = true
 		w.sees(rec, r.term.Leader())
 		for _, e := range append(es, watcher) {
-			l, err := e.Leader(context.Background())
+			l, err := e.Leader(w.ctx)
 			if err != nil || !l.Equal(r.term.Leader()) {
 				w.t.Errorf("Leader() = %v, %v; want %v", l, err, r.term.Leader())
 			}
@@ -82,11 +81,11 @@ func testOneLeader(w *world) {
 // candidate is a no-op.
 func testResignHandsOver(w *world) {
 	a, b := w.candidate(), w.candidate()
-	if err := b.Resign(context.Background()); err != nil {
+	if err := b.Resign(w.ctx); err != nil {
 		w.t.Errorf("Resign by a non-candidate: %v, want nil", err)
 	}
 	ta := w.lead(a)
-	rb := w.campaignAsync(context.Background(), b)
+	rb := w.campaignAsync(w.ctx, b)
 	w.settle()
 	w.resign(a, ta)
 	r := w.await(rb, w.h.Patience, "Campaign of the waiting candidate after Resign")
@@ -101,7 +100,7 @@ func testResignHandsOver(w *world) {
 	}
 	// The resigned candidate can campaign again: it queues behind b and
 	// leads with a new, larger token once b resigns.
-	ra := w.campaignAsync(context.Background(), a)
+	ra := w.campaignAsync(w.ctx, a)
 	w.settle()
 	w.resign(b, r.term)
 	r2 := w.await(ra, w.h.Patience, "re-campaign after resigning")
@@ -123,9 +122,9 @@ func testSuccessiveHandovers(w *world) {
 	es := []election.Elector{w.candidate(), w.candidate(), w.candidate()}
 	var recs []*recorder
 	for _, e := range es {
-		recs = append(recs, w.observe(context.Background(), e))
+		recs = append(recs, w.observe(w.ctx, e))
 	}
-	ch := w.campaignAll(context.Background(), es...)
+	ch := w.campaignAll(w.ctx, es...)
 	var leaders []election.Leader
 	for i := range w.h.Handovers + 1 {
 		r := w.awaitWon(ch, w.h.Patience, fmt.Sprintf("leader #%d", i+1))
@@ -138,7 +137,7 @@ func testSuccessiveHandovers(w *world) {
 			w.wg.Add(1)
 			go func() {
 				defer w.wg.Done()
-				t, err := w.campaign(context.Background(), r.e)
+				t, err := w.campaign(w.ctx, r.e)
 				ch <- won{r.e, result{t, err}}
 			}()
 		}
@@ -175,23 +174,23 @@ func testSuccessiveHandovers(w *world) {
 // and can campaign again later.
 func testCampaignHonoursContext(w *world) {
 	a, b, c := w.candidate(), w.candidate(), w.candidate()
-	canceled, cancel := context.WithCancel(context.Background())
+	canceled, cancel := context.WithCancel(w.ctx)
 	cancel()
 	if t, err := w.campaign(canceled, b); err != context.Canceled || t != nil {
 		w.t.Errorf("Campaign with a canceled ctx = %v, %v; want nil, context.Canceled", t, err)
 	}
-	if l, err := a.Leader(context.Background()); !errors.Is(err, election.ErrNoLeader) {
+	if l, err := a.Leader(w.ctx); !errors.Is(err, election.ErrNoLeader) {
 		w.t.Errorf("Leader after a canceled Campaign = %v, %v; want ErrNoLeader", l, err)
 	}
 	ta := w.lead(a)
-	rec := w.observe(context.Background(), c)
-	ctx, cancel := context.WithTimeout(context.Background(), w.h.Patience/20)
+	rec := w.observe(w.ctx, c)
+	ctx, cancel := context.WithTimeout(w.ctx, w.h.Patience/20)
 	defer cancel()
 	r := w.await(w.campaignAsync(ctx, b), w.h.Patience, "Campaign with a ctx that times out")
 	if r.err != ctx.Err() || !errors.Is(r.err, context.DeadlineExceeded) {
 		w.t.Errorf("Campaign after its ctx ended = %v, %v; want ctx.Err() (context.DeadlineExceeded) as is", r.term, r.err)
 	}
-	rc := w.campaignAsync(context.Background(), c)
+	rc := w.campaignAsync(w.ctx, c)
 	w.settle()
 	w.resign(a, ta)
 	r = w.await(rc, w.h.Patience, "Campaign of the candidate behind the quitter")
@@ -208,7 +207,7 @@ func testCampaignHonoursContext(w *world) {
 			w.t.Errorf("Observe reported the quitter c2 as leader: %v", vals)
 		}
 	}
-	rb := w.campaignAsync(context.Background(), b)
+	rb := w.campaignAsync(w.ctx, b)
 	w.settle()
 	w.resign(c, r.term)
 	r = w.await(rb, w.h.Patience, "Campaign of the quitter, again")
@@ -223,7 +222,7 @@ func testCampaignHonoursContext(w *world) {
 func testCloseWhileLeading(w *world) {
 	a, b := w.candidate(), w.candidate()
 	ta := w.lead(a)
-	rb := w.campaignAsync(context.Background(), b)
+	rb := w.campaignAsync(w.ctx, b)
 	w.settle()
 	if err := w.close(a); err != nil {
 		w.t.Errorf("Close while leading: %v", err)
@@ -236,7 +235,7 @@ func testCloseWhileLeading(w *world) {
 	if err := w.close(a); err != nil {
 		w.t.Errorf("second Close: %v", err)
 	}
-	ctx := context.Background()
+	ctx := w.ctx
 	if t, err := a.Campaign(ctx); !errors.Is(err, election.ErrClosed) || t != nil {
 		w.t.Errorf("Campaign after Close = %v, %v; want ErrClosed", t, err)
 	}
@@ -255,7 +254,7 @@ func testCloseWhileLeading(w *world) {
 func testCloseWhileWaiting(w *world) {
 	a, b, c := w.candidate(), w.candidate(), w.candidate()
 	ta := w.lead(a)
-	rb := w.campaignAsync(context.Background(), b)
+	rb := w.campaignAsync(w.ctx, b)
 	w.settle()
 	if err := w.close(b); err != nil {
 		w.t.Errorf("Close while waiting: %v", err)
@@ -264,7 +263,7 @@ func testCloseWhileWaiting(w *world) {
 	if !errors.Is(r.err, election.ErrClosed) {
 		w.t.Errorf("Campaign of a closed candidate = %v, %v; want ErrClosed", r.term, r.err)
 	}
-	rc := w.campaignAsync(context.Background(), c)
+	rc := w.campaignAsync(w.ctx, c)
 	w.settle()
 	w.resign(a, ta)
 	r = w.await(rc, w.h.Patience, "Campaign behind the closed candidate")
@@ -280,7 +279,7 @@ func testCloseWhileWaiting(w *world) {
 // change; the channel closes when ctx ends and when the Elector closes.
 func testObserve(w *world) {
 	a, b, o := w.candidate(), w.candidate(), w.candidate()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(w.ctx)
 	rec := w.observe(ctx, o)
 	w.waitUntil(rec, w.h.Patience, "first value is the zero Leader", func(vals []election.Leader, _ bool) bool { return len(vals) > 0 })
 	if vals, _, _ := rec.snapshot(); !vals[0].IsZero() {
@@ -288,7 +287,7 @@ func testObserve(w *world) {
 	}
 	ta := w.lead(a)
 	w.sees(rec, ta.Leader())
-	late := w.observe(context.Background(), b)
+	late := w.observe(w.ctx, b)
 	w.waitUntil(late, w.h.Patience, "first value of a late observer", func(vals []election.Leader, _ bool) bool { return len(vals) > 0 })
 	if vals, _, _ := late.snapshot(); !vals[0].Equal(ta.Leader()) {
 		w.t.Errorf("first value of a late observer = %v, want the current leader %v", vals[0], ta.Leader())
@@ -322,7 +321,7 @@ func testObserve(w *world) {
 // and otherwise what Observe reports, with the leader's metadata.
 func testLeaderAgreesWithObserve(w *world) {
 	a, o := w.candidate(), w.candidate()
-	ctx := context.Background()
+	ctx := w.ctx
 	if l, err := o.Leader(ctx); !errors.Is(err, election.ErrNoLeader) || !l.IsZero() {
 		w.t.Errorf("Leader on an empty election = %v, %v; want zero, ErrNoLeader", l, err)
 	}
@@ -351,7 +350,7 @@ func testLeaderAgreesWithObserve(w *world) {
 func testLeaderCrash(w *world) {
 	a, b := w.candidate(), w.candidate()
 	ta := w.lead(a)
-	rb := w.campaignAsync(context.Background(), b)
+	rb := w.campaignAsync(w.ctx, b)
 	w.settle()
 	crashed := time.Now()
 	w.el.Crash(w.t, a)
@@ -379,6 +378,14 @@ func testTermExitPaths(w *world) {
 	ta := w.lead(a)
 	w.checkValid(ta)
 	w.resign(a, ta)
+	w.checkEnded(ta, election.ErrResigned)
+
+	// Resign ends the Term before it talks to the store, even with a ctx
+	// that is already done.
+	ta = w.lead(a)
+	done, cancel := context.WithCancel(w.ctx)
+	cancel()
+	_ = a.Resign(done)
 	w.checkEnded(ta, election.ErrResigned)
 
 	tb := w.lead(b)
@@ -431,17 +438,15 @@ func testRunCallbacks(w *world) {
 		done   chan error
 	}
 	start := func(e election.Elector, id string) *runner {
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(w.ctx)
 		r := &runner{e: e, cancel: cancel, done: make(chan error, 1)}
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
-			r.done <- election.Run(ctx, e, election.Callbacks{
+			r.done <- election.Run(ctx, checked{e, w}, election.Callbacks{
 				OnElected: func(ctx context.Context, t *election.Term) {
 					record(event{id, "elected", t.Token()})
-					if w.campaignCheck(e, t) {
-						<-ctx.Done()
-					}
+					<-ctx.Done()
 					record(event{id, "elected-returned", t.Token()})
 				},
 				OnDemoted: func(t *election.Term) {
@@ -514,22 +519,15 @@ func testRunCallbacks(w *world) {
 	w.checkCallbacks(events)
 }
 
-// campaignCheck reports whether t is a Term the world has seen handed out
-// through Run: Run's Campaign bypasses world.campaign, so check it here.
-func (w *world) campaignCheck(e election.Elector, t *election.Term) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, o := range w.terms {
-		if w.owner[o] != e && o.Err() == nil {
-			w.t.Errorf("Run: OnElected(%v) while %v is still valid (P1/P3)", t, o)
-		}
-		if o.Token() >= t.Token() {
-			w.t.Errorf("Run: token did not increase: %v after %v (P2)", t, o)
-		}
-	}
-	w.terms = append(w.terms, t)
-	w.owner[t] = e
-	return true
+// checked is an Elector whose Campaign goes through the world's checks, so
+// that Terms won under Run are judged like every other.
+type checked struct {
+	election.Elector
+	w *world
+}
+
+func (c checked) Campaign(ctx context.Context) (*election.Term, error) {
+	return c.w.campaign(ctx, c.Elector)
 }
 
 // checkCallbacks checks P5 on a log of Run callbacks.
@@ -586,9 +584,8 @@ func (w *world) checkCallbacks(events []event) {
 // NoGoroutineLeft: after Close, nothing the candidates started is still
 // running, whatever they were doing (leading, waiting, observing).
 func testNoGoroutineLeft(w *world) {
-	before := goleak.IgnoreCurrent()
 	a, b, c := w.candidate(), w.candidate(), w.candidate()
-	ctx := context.Background()
+	ctx := w.ctx
 	w.observe(ctx, a)
 	w.observe(ctx, c)
 	ta := w.lead(a)
@@ -606,9 +603,162 @@ func testNoGoroutineLeft(w *world) {
 			w.t.Errorf("Campaign of a closed candidate = %v, %v; want ErrClosed", r.term, r.err)
 		}
 	}
-	w.wg.Wait() // the suite's own goroutines (observers' readers)
-	opts := append([]goleak.Option{before}, w.h.IgnoreGoroutines...)
-	if err := goleak.Find(opts...); err != nil {
-		w.t.Errorf("goroutines left after Close: %v", err)
+	// The check itself runs after every cleanup (see checkLeaks), so that
+	// what the harness releases with t.Cleanup is gone too.
+}
+
+// ResignHandsOverPromptly: after Resign returns, the waiting candidate leads
+// within Handover (P6), not after a TTL: the resigned key is deleted, not
+// left to expire.
+func testResignHandsOverPromptly(w *world) {
+	a, b := w.candidate(), w.candidate()
+	ta := w.lead(a)
+	rb := w.campaignAsync(w.ctx, b)
+	w.settle()
+	w.resign(a, ta)
+	resigned := time.Now()
+	r := w.await(rb, w.h.Failover+w.h.Patience, "Campaign of the waiting candidate after Resign")
+	if r.err != nil {
+		w.t.Fatalf("waiting candidate: %v", r.err)
+	}
+	if d := time.Since(resigned); d >= w.h.Handover {
+		w.t.Errorf("handover took %v after Resign returned, want under %v (P6: one store round trip, not a TTL)", d, w.h.Handover)
+	}
+	// Close hands over as promptly.
+	rc := w.campaignAsync(w.ctx, a)
+	w.settle()
+	if err := w.close(b); err != nil {
+		w.t.Errorf("Close: %v", err)
+	}
+	closed := time.Now()
+	r = w.await(rc, w.h.Failover+w.h.Patience, "Campaign of the waiting candidate after Close")
+	if r.err != nil {
+		w.t.Fatalf("waiting candidate: %v", r.err)
+	}
+	if d := time.Since(closed); d >= w.h.Handover {
+		w.t.Errorf("handover took %v after Close returned, want under %v", d, w.h.Handover)
+	}
+}
+
+// ResignWhileWaiting: Resign of a waiting candidate withdraws it: its
+// Campaign returns an error wrapping ErrResigned and it never leads.
+func testResignWhileWaiting(w *world) {
+	a, b, c := w.candidate(), w.candidate(), w.candidate()
+	ta := w.lead(a)
+	rb := w.campaignAsync(w.ctx, b)
+	w.settle()
+	// Outside a bubble the Campaign may not have begun when Resign runs
+	// (then Resign is a no-op): resign again until the Campaign reports.
+	var r result
+	retry := w.h.Handover
+	if w.h.Bubble {
+		retry = w.h.Patience // settled: one Resign is enough
+	}
+	deadline := time.After(w.h.Patience)
+	for got := false; !got; {
+		if err := b.Resign(w.ctx); err != nil {
+			w.t.Errorf("Resign of a waiting candidate: %v", err)
+		}
+		select {
+		case r = <-rb:
+			got = true
+		case <-time.After(retry):
+		case <-deadline:
+			w.t.Fatalf("Campaign of a candidate that resigned while waiting: no result within %v", w.h.Patience)
+		}
+	}
+	if !errors.Is(r.err, election.ErrResigned) {
+		w.t.Errorf("Campaign after Resign while waiting = %v, %v; want ErrResigned", r.term, r.err)
+	}
+	rc := w.campaignAsync(w.ctx, c)
+	w.settle()
+	w.resign(a, ta)
+	r = w.await(rc, w.h.Failover+w.h.Patience, "Campaign behind the withdrawn candidate")
+	if r.err != nil {
+		w.t.Fatalf("candidate behind the withdrawn one: %v", r.err)
+	}
+	if id := r.term.Leader().ID; id != "c3" {
+		w.t.Errorf("leader %s, want c3", id)
+	}
+}
+
+// CampaignWhileLeading: Campaign by the leader returns its current Term.
+func testCampaignWhileLeading(w *world) {
+	a := w.candidate()
+	ta := w.lead(a)
+	t2, err := w.campaign(w.ctx, a)
+	if err != nil || t2 != ta {
+		w.t.Errorf("Campaign while leading = %v, %v; want the current Term %v", t2, err, ta)
+	}
+	w.checkValid(ta)
+}
+
+// LeaderStaysLeader: renewals keep a healthy leader's Term valid for many
+// TTLs; each renewal moves the deadline forward and reaches the
+// after-renewal hook (P7).
+func testLeaderStaysLeader(w *world) {
+	var (
+		mu   sync.Mutex
+		seen []election.Renewal
+	)
+	a := w.candidate(election.WithAfterRenew(func(r election.Renewal) {
+		mu.Lock()
+		seen = append(seen, r)
+		mu.Unlock()
+	}))
+	ta := w.lead(a)
+	first := ta.Deadline()
+	hold := 2 * w.h.Failover
+	select {
+	case <-ta.Done():
+		w.t.Fatalf("a healthy leader's Term ended after %v: %v", hold, ta.Err())
+	case <-time.After(hold):
+	}
+	w.checkValid(ta)
+	if !ta.Deadline().After(first) {
+		w.t.Errorf("Deadline did not move in %v of renewals: %v", hold, ta.Deadline())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	ok := 0
+	var last time.Time
+	for _, r := range seen {
+		if r.Err != nil {
+			continue
+		}
+		ok++
+		if r.Leader.Token != ta.Token() {
+			w.t.Errorf("Renewal for token %d, want %d", r.Leader.Token, ta.Token())
+		}
+		if r.Deadline.Before(last) {
+			w.t.Errorf("Renewal deadlines went backwards: %v after %v", r.Deadline, last)
+		}
+		last = r.Deadline
+	}
+	if ok < 2 {
+		w.t.Errorf("after-renewal hook saw %d successful renewals in %v, want at least 2", ok, hold)
+	}
+}
+
+// UnhealthyHook: a before-renewal hook that fails makes the leader step
+// down with ErrUnhealthy, and a waiting candidate takes over.
+func testUnhealthyHook(w *world) {
+	var sick atomic.Bool
+	a := w.candidate(election.WithBeforeRenew(func(context.Context, *election.Term) error {
+		if sick.Load() {
+			return errors.New("disk full")
+		}
+		return nil
+	}))
+	b := w.candidate()
+	ta := w.lead(a)
+	rb := w.campaignAsync(w.ctx, b)
+	w.settle()
+	sick.Store(true)
+	w.waitDone(ta, w.h.Failover, "leader whose health check fails")
+	w.checkEnded(ta, election.ErrUnhealthy)
+	r := w.await(rb, w.h.Failover+w.h.Patience, "Campaign of the waiting candidate after the leader stepped down")
+	if r.err != nil {
+		w.t.Fatalf("waiting candidate: %v", r.err)
 	}
 }

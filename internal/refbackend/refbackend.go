@@ -26,6 +26,9 @@ type Bugs struct {
 	ReuseToken      bool // every key gets token 1 (P2)
 	ResignKeepsTerm bool // Resign deletes the key but leaves the Term valid (P3, P5)
 	LateExpiry      bool // Terms stay valid for twice the lease, past the store's expiry (P3)
+	ResignNoRevoke  bool // Resign and Close leave the key to expire with its lease (P6)
+	NoRenew         bool // keepalives never reach the lease clock: every Term dies after one window (P7)
+	NoHooks         bool // the renewal hooks are never called (P7, ErrUnhealthy)
 }
 
 var (
@@ -180,6 +183,7 @@ type Elector struct {
 	closed bool
 	cut    bool
 	cand   *candidacy
+	clocks []*election.LeaseClock // every Term's clock: Close waits for their hooks
 }
 
 // candidacy is one key under one lease, from Campaign to its end.
@@ -279,11 +283,14 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	}
 	if err := e.s.confirm(c.key); err != nil {
 		e.withdraw(c)
-		return nil, fmt.Errorf("%w: %w", election.ErrSessionLost, err)
+		return nil, fmt.Errorf("%w: confirming key %d of %s: %w", election.ErrSessionLost, c.key.leader.Token, e.o.ID, err)
 	}
 	o := e.o
 	if e.s.bugs.LateExpiry {
 		o.TTL *= 2
+	}
+	if e.s.bugs.NoHooks {
+		o.BeforeRenew, o.AfterRenew = nil, nil
 	}
 	term, clock := election.NewTerm(o, c.key.leader, sent)
 	e.mu.Lock()
@@ -296,6 +303,7 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 		return nil, election.ErrResigned
 	}
 	c.clock = clock
+	e.clocks = append(e.clocks, clock)
 	close(c.elected)
 	e.mu.Unlock()
 	if err := term.Err(); err != nil {
@@ -311,13 +319,21 @@ func (e *Elector) isClosed() bool {
 	return e.closed
 }
 
-// start grants a lease, creates the key and starts the keepalive loop.
+// start grants a lease, creates the key and starts the keepalive loop. A
+// candidacy left from a Term that ended on its own is ended first, so the
+// new key does not queue behind the old one.
 func (e *Elector) start() (*candidacy, error) {
+	e.mu.Lock()
+	old := e.cand
+	e.mu.Unlock()
+	if old != nil {
+		e.withdraw(old)
+	}
 	l := e.s.grant(e.o.TTL)
 	k, err := e.s.put(l, e.o)
 	if err != nil {
 		e.s.revoke(l)
-		return nil, fmt.Errorf("%w: %w", election.ErrSessionLost, err)
+		return nil, fmt.Errorf("%w: creating the key of %s: %w", election.ErrSessionLost, e.o.ID, err)
 	}
 	c := &candidacy{lease: l, key: k, stop: make(chan struct{}), elected: make(chan struct{})}
 	e.mu.Lock()
@@ -363,8 +379,9 @@ func (e *Elector) withdraw(c *candidacy) {
 	e.end(c, election.ErrResigned)
 }
 
-// end ends c's Term (if any) with cause, stops its keepalives and deletes
-// its key by revoking the lease.
+// end ends c's Term (if any) with cause, first, then stops its keepalives
+// and deletes its key by revoking the lease. It does not wait for renewal
+// hooks (a hook may be the caller, through Resign); Close does.
 func (e *Elector) end(c *candidacy, cause error) {
 	var clock *election.LeaseClock
 	e.mu.Lock()
@@ -377,11 +394,8 @@ func (e *Elector) end(c *candidacy, cause error) {
 	e.mu.Lock()
 	cut := e.cut
 	e.mu.Unlock()
-	if !cut { // a cut-off candidate's lease expires on the store
+	if !cut && !e.s.bugs.ResignNoRevoke { // a cut-off candidate's lease expires on the store
 		e.s.revoke(c.lease)
-	}
-	if clock != nil && !e.s.bugs.ResignKeepsTerm {
-		clock.Wait()
 	}
 }
 
@@ -411,7 +425,7 @@ func (e *Elector) keepAlive(c *candidacy) {
 			return
 		case <-tick.C:
 		}
-		if clock != nil && clock.BeforeRenew() != nil {
+		if clock != nil && !e.s.bugs.NoHooks && clock.BeforeRenew() != nil {
 			continue // the Term ended; termDone fires next
 		}
 		sent := time.Now()
@@ -419,8 +433,10 @@ func (e *Elector) keepAlive(c *candidacy) {
 		if err == nil {
 			err = e.s.keepAlive(c.lease)
 		}
-		if clock != nil {
+		if clock != nil && !e.s.bugs.NoRenew {
 			clock.Renewed(sent, err)
+		}
+		if clock != nil {
 			if errors.Is(err, errLeaseNotFound) {
 				clock.End(fmt.Errorf("%w: lease of key %d", election.ErrSessionLost, c.key.leader.Token))
 			}
@@ -428,11 +444,9 @@ func (e *Elector) keepAlive(c *candidacy) {
 	}
 }
 
-// Resign implements election.Elector.
+// Resign implements election.Elector. The store is in-process, so ctx never
+// stops it.
 func (e *Elector) Resign(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -460,6 +474,7 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 	if l.IsZero() {
 		return l, election.ErrNoLeader
 	}
+	l.Value = append([]byte(nil), l.Value...)
 	return l, nil
 }
 
@@ -491,5 +506,13 @@ func (e *Elector) Close() error {
 		e.end(c, election.ErrClosed)
 	}
 	e.wg.Wait()
+	e.mu.Lock()
+	clocks := e.clocks
+	e.clocks = nil
+	e.mu.Unlock()
+	for _, clock := range clocks {
+		clock.End(election.ErrClosed) // a Term left valid by a bug
+		clock.Wait()
+	}
 	return nil
 }

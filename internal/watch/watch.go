@@ -61,8 +61,10 @@ func (b *Board) Stream(ctx context.Context, stop <-chan struct{}, wg *sync.WaitG
 		for {
 			cur, changed := b.Get()
 			if !sent || !cur.Equal(last) {
+				v := cur
+				v.Value = append([]byte(nil), cur.Value...) // each reader its own copy
 				select {
-				case out <- cur:
+				case out <- v:
 					last, sent = cur, true
 				case <-changed: // newer value: offer that one instead
 					continue
