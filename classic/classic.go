@@ -20,7 +20,13 @@
 // This package imports nothing of the project.
 package classic
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+)
 
 // ID names a node.
 type ID uint64
@@ -69,6 +75,7 @@ type Message struct {
 	Initiator ID     // ring: whose election run this message belongs to
 	Epoch     uint64 // Elected/Coordinator: the new leadership's epoch; others: the sender's highest epoch
 	Seq       uint64 // failure detector: matches an Ack to what it acknowledges
+	Run       uint64 // ring: the election run an Election/Elected belongs to; (Run, Initiator's rank) orders concurrent runs
 }
 
 func (m Message) String() string {
@@ -136,4 +143,144 @@ type Node interface {
 	SetEligible(eligible bool) []Message
 	// View is what the node believes now.
 	View() View
+}
+
+// ErrInvalidConfig is wrapped by every constructor error of this package; the
+// message names the bad field and value.
+var ErrInvalidConfig = errors.New("classic: invalid config")
+
+// Membership is a validated member list with its lookups precomputed once:
+// ID → position, and the rank order. Nodes built from one Membership
+// (NewRingFrom, NewRingsFrom, NewBullyFrom) share it read-only and keep only
+// a pointer, so a million ring nodes cost one table, not a million copies. It
+// is safe for concurrent use by nodes driven from different goroutines.
+type Membership struct {
+	members []Member
+	dense   []int32      // dense[id] = position+1 when IDs are small; else nil
+	sparse  map[ID]int32 // ID → position when IDs are large
+	once    sync.Once    // builds the rank order on first use (bully only)
+	byRank  []int32      // positions, lowest rank first
+	rankPos []int32      // rankPos[i]: where member i stands in byRank
+}
+
+// NewMembership validates members (non-empty, no ID 0, no duplicate ID) and
+// indexes them. It copies the slice once; later changes to members do not
+// affect it.
+func NewMembership(members []Member) (*Membership, error) {
+	if len(members) == 0 {
+		return nil, fmt.Errorf("%w: Members is empty", ErrInvalidConfig)
+	}
+	if len(members) > math.MaxInt32-1 {
+		return nil, fmt.Errorf("%w: %d Members is too many", ErrInvalidConfig, len(members))
+	}
+	m := &Membership{members: slices.Clone(members)}
+	var maxID ID
+	for i, mb := range m.members {
+		if mb.ID == 0 {
+			return nil, fmt.Errorf("%w: Members[%d]: ID 0 is reserved", ErrInvalidConfig, i)
+		}
+		maxID = max(maxID, mb.ID)
+	}
+	dup := func(i int, j int32) error {
+		return fmt.Errorf("%w: Members[%d]: duplicate ID %d (also Members[%d])", ErrInvalidConfig, i, m.members[i].ID, j)
+	}
+	if uint64(maxID) < 4*uint64(len(members))+64 {
+		m.dense = make([]int32, maxID+1)
+		for i, mb := range m.members {
+			if j := m.dense[mb.ID]; j != 0 {
+				return nil, dup(i, j-1)
+			}
+			m.dense[mb.ID] = int32(i) + 1
+		}
+		return m, nil
+	}
+	m.sparse = make(map[ID]int32, len(members))
+	for i, mb := range m.members {
+		if j, ok := m.sparse[mb.ID]; ok {
+			return nil, dup(i, j)
+		}
+		m.sparse[mb.ID] = int32(i)
+	}
+	return m, nil
+}
+
+// Len reports the number of members.
+func (m *Membership) Len() int { return len(m.members) }
+
+// Member returns the i-th member in configuration (ring) order.
+func (m *Membership) Member(i int) Member { return m.members[i] }
+
+// index returns id's position, in O(1).
+func (m *Membership) index(id ID) (int, bool) {
+	if m.dense != nil {
+		if uint64(id) < uint64(len(m.dense)) {
+			if j := m.dense[id]; j != 0 {
+				return int(j - 1), true
+			}
+		}
+		return 0, false
+	}
+	j, ok := m.sparse[id]
+	return int(j), ok
+}
+
+// ranks builds the rank order once.
+func (m *Membership) ranks() {
+	m.once.Do(func() {
+		m.byRank = make([]int32, len(m.members))
+		for i := range m.byRank {
+			m.byRank[i] = int32(i)
+		}
+		slices.SortFunc(m.byRank, func(a, b int32) int {
+			ra, rb := m.members[a].Rank(), m.members[b].Rank()
+			switch {
+			case ra.Less(rb):
+				return -1
+			case rb.Less(ra):
+				return 1
+			}
+			return 0
+		})
+		m.rankPos = make([]int32, len(m.members))
+		for p, i := range m.byRank {
+			m.rankPos[i] = int32(p)
+		}
+	})
+}
+
+// nodeConfig checks what NewRingFrom and NewBullyFrom share.
+func (m *Membership) nodeConfig(id ID, heartbeatTicks, timeoutTicks int) (int, error) {
+	switch {
+	case m == nil:
+		return 0, fmt.Errorf("%w: nil Membership", ErrInvalidConfig)
+	case id == 0:
+		return 0, fmt.Errorf("%w: ID 0 is reserved", ErrInvalidConfig)
+	case heartbeatTicks <= 0:
+		return 0, fmt.Errorf("%w: HeartbeatTicks %d must be positive", ErrInvalidConfig, heartbeatTicks)
+	case timeoutTicks <= 0:
+		return 0, fmt.Errorf("%w: TimeoutTicks %d must be positive", ErrInvalidConfig, timeoutTicks)
+	case heartbeatTicks >= timeoutTicks:
+		return 0, fmt.Errorf("%w: HeartbeatTicks %d must be less than TimeoutTicks %d", ErrInvalidConfig, heartbeatTicks, timeoutTicks)
+	}
+	i, ok := m.index(id)
+	if !ok {
+		return 0, fmt.Errorf("%w: own ID %d is not in Members", ErrInvalidConfig, id)
+	}
+	return i, nil
+}
+
+// satAdd and satMul saturate instead of wrapping: tick deadlines never
+// overflow into the past.
+func satAdd(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
+func satMul(a, b uint64) uint64 {
+	if a != 0 && b > math.MaxUint64/a {
+		return math.MaxUint64
+	}
+	return a * b
 }

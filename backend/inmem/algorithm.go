@@ -1,0 +1,44 @@
+package inmem
+
+import "github.com/electkit/election/classic"
+
+// Algorithm is a classic election algorithm a Cluster can run: a name and
+// the constructor of its nodes. The values are Ring and Bully; the zero
+// Algorithm is refused by NewCluster.
+type Algorithm struct {
+	name    string
+	newNode func(classic.Config) (classic.Node, error)
+}
+
+// The algorithms of package classic that a Cluster can run.
+var (
+	// Ring is Chang and Roberts' ring election (classic.NewRing). The ring
+	// order is the order in which members joined.
+	Ring = Algorithm{name: "ring", newNode: newRing}
+	// Bully is Garcia-Molina's bully election (classic.NewBully).
+	Bully = Algorithm{name: "bully", newNode: newBully}
+)
+
+// String returns the algorithm's name: "ring" or "bully".
+func (a Algorithm) String() string {
+	if a.name == "" {
+		return "none"
+	}
+	return a.name
+}
+
+func newRing(cfg classic.Config) (classic.Node, error) {
+	n, err := classic.NewRing(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func newBully(cfg classic.Config) (classic.Node, error) {
+	n, err := classic.NewBully(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
