@@ -7,26 +7,44 @@ import (
 	"time"
 
 	"github.com/electkit/election"
-	"github.com/electkit/election/internal/refbackend"
+	"github.com/electkit/election/backend/inmem"
 )
 
-// The examples run on the library's in-process reference backend; with a
-// real backend only the constructor changes (etcd.New, zk.New).
+// The examples run on backend/inmem, the in-process election; with a
+// server-backed election only the constructor changes (etcd.New, zk.New).
+
+// cluster starts an in-process election on the ring algorithm and joins the
+// given members to it.
+func cluster(ids ...string) (*inmem.Cluster, []*inmem.Elector) {
+	c, err := inmem.NewCluster(inmem.Ring)
+	if err != nil {
+		panic(err)
+	}
+	var es []*inmem.Elector
+	for _, id := range ids {
+		e, err := c.Join(election.WithID(id), election.WithTTL(c.Timing().LeaseTTL),
+			election.WithValue([]byte(id+".internal:5432")))
+		if err != nil {
+			panic(err)
+		}
+		es = append(es, e)
+	}
+	return c, es
+}
 
 // Two candidates: the first leads, resigns, and the second takes over with a
 // larger fencing token.
 func Example_campaignAndResign() {
-	store := refbackend.NewStore(refbackend.Bugs{})
-	a, _ := store.NewElector(election.WithID("a"), election.WithTTL(2*time.Second))
-	b, _ := store.NewElector(election.WithID("b"), election.WithTTL(2*time.Second))
-	defer a.Close()
-	defer b.Close()
-	ctx := context.Background()
+	c, es := cluster("a", "b")
+	defer c.Close()
+	a, b := es[0], es[1]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 
 	ta, _ := a.Campaign(ctx)
-	fmt.Println("leader:", ta.Leader().ID, "token:", ta.Token())
+	fmt.Println("leader:", ta.Leader().ID)
 
-	next := make(chan *election.Term)
+	next := make(chan *election.Term, 1)
 	go func() {
 		tb, _ := b.Campaign(ctx) // waits behind a
 		next <- tb
@@ -34,24 +52,23 @@ func Example_campaignAndResign() {
 	_ = a.Resign(ctx)
 	fmt.Println("a's term ended:", ta.Err())
 	tb := <-next
-	fmt.Println("leader:", tb.Leader().ID, "token:", tb.Token())
+	fmt.Println("leader:", tb.Leader().ID, "token grew:", tb.Token() > ta.Token())
 	// Output:
-	// leader: a token: 1
+	// leader: a
 	// a's term ended: election: resigned
-	// leader: b token: 2
+	// leader: b token grew: true
 }
 
 // Run campaigns, calls OnElected with the term's context, and when its own
 // ctx ends resigns and calls OnDemoted.
 func ExampleRun() {
-	store := refbackend.NewStore(refbackend.Bugs{})
-	e, _ := store.NewElector(election.WithID("worker-1"), election.WithTTL(2*time.Second))
-	defer e.Close()
+	c, es := cluster("worker-1")
+	defer c.Close()
 
 	ctx, stop := context.WithCancel(context.Background())
-	err := election.Run(ctx, e, election.Callbacks{
+	err := election.Run(ctx, es[0], election.Callbacks{
 		OnElected: func(ctx context.Context, t *election.Term) {
-			fmt.Println("elected with token", t.Token())
+			fmt.Println("elected:", t.Leader().ID)
 			stop()       // the application decides to shut down...
 			<-ctx.Done() // ...and Run resigns, which ends the term
 		},
@@ -61,7 +78,7 @@ func ExampleRun() {
 	})
 	fmt.Println("Run returned:", err)
 	// Output:
-	// elected with token 1
+	// elected: worker-1
 	// demoted: election: resigned
 	// Run returned: context canceled
 }
@@ -69,12 +86,10 @@ func ExampleRun() {
 // A follower watches who leads, e.g. to forward requests to the leader's
 // address carried in its Value.
 func ExampleElector_Observe() {
-	store := refbackend.NewStore(refbackend.Bugs{})
-	leader, _ := store.NewElector(election.WithID("db-1"), election.WithValue([]byte("10.0.0.1:5432")), election.WithTTL(2*time.Second))
-	follower, _ := store.NewElector(election.WithID("db-2"), election.WithTTL(2*time.Second))
-	defer leader.Close()
-	defer follower.Close()
-	ctx, cancel := context.WithCancel(context.Background())
+	c, es := cluster("db-1", "db-2")
+	defer c.Close()
+	leader, follower := es[0], es[1]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	changes := follower.Observe(ctx)
@@ -86,7 +101,7 @@ func ExampleElector_Observe() {
 	fmt.Println("now:", <-changes, t.Err() != nil)
 	// Output:
 	// now: none
-	// leader db-1 at 10.0.0.1:5432
+	// leader db-1 at db-1.internal:5432
 	// now: none true
 }
 
