@@ -45,6 +45,13 @@ func (b *Board) Get() (election.Leader, <-chan struct{}) {
 // channel until ctx ends or stop is closed; then it closes the channel. Its
 // goroutine is counted in wg.
 func (b *Board) Stream(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) <-chan election.Leader {
+	return b.StreamWhen(nil, ctx, stop, wg)
+}
+
+// StreamWhen is Stream, except that it first waits until ready is closed
+// (a nil ready is closed already): a board that is not yet filled from
+// the store has no current leader to report.
+func (b *Board) StreamWhen(ready <-chan struct{}, ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup) <-chan election.Leader {
 	out := make(chan election.Leader)
 	select {
 	case <-stop:
@@ -56,6 +63,15 @@ func (b *Board) Stream(ctx context.Context, stop <-chan struct{}, wg *sync.WaitG
 	go func() {
 		defer wg.Done()
 		defer close(out)
+		if ready != nil {
+			select {
+			case <-ready:
+			case <-ctx.Done():
+				return
+			case <-stop:
+				return
+			}
+		}
 		var last election.Leader
 		sent := false
 		for {

@@ -1,0 +1,623 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+)
+
+// ErrMalformedKey: a key under the election's prefix is not a candidate key
+// of this package (see MalformedKeyError).
+var ErrMalformedKey = errors.New("etcd election: malformed key")
+
+// MaxNameLen bounds the election name given to New, in bytes.
+const MaxNameLen = 1024
+
+// retryDelay is the pause before retrying a read, watch or keepalive that
+// failed for a reason other than the lease being gone.
+const retryDelay = 50 * time.Millisecond
+
+// Elector is one candidate of an election on etcd. It implements
+// election.Elector; see the package doc for the protocol.
+type Elector struct {
+	cli    *clientv3.Client
+	name   string
+	prefix string
+	o      election.Options
+	log    *slog.Logger
+	ttlSec int64 // the lease TTL asked of etcd: o.TTL rounded up to seconds
+
+	sem     chan struct{} // one Campaign at a time
+	closing chan struct{}
+	bg      context.Context // canceled by Close
+	stopBg  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	cand    *candidacy
+	pending []*candidacy           // ended, but their lease not yet revoked
+	clocks  []*election.LeaseClock // every Term's clock: Close waits for their hooks
+	obs     *observer
+}
+
+// candidacy is one key under one lease, from Campaign until it is withdrawn.
+type candidacy struct {
+	lease  clientv3.LeaseID
+	key    string
+	rev    int64 // the key's create revision: the token if it leads
+	leader election.Leader
+
+	stop     chan struct{} // closed when the candidacy is withdrawn
+	stopOnce sync.Once
+	lost     chan struct{} // closed by the keepalive loop when the lease is gone
+	lostErr  error         // why, set before lost is closed
+	elected  chan struct{} // closed once clock is set
+	clock    *election.LeaseClock
+}
+
+func (c *candidacy) halt() { c.stopOnce.Do(func() { close(c.stop) }) }
+
+var _ election.Elector = (*Elector)(nil)
+
+// New returns a candidate of the election called name on the etcd cluster
+// cli talks to. name is the key prefix of the election ("/services/scheduler");
+// the candidates' keys live under name + "/". cli stays the caller's: Close
+// does not close it. Bad options and a bad name are refused with an error
+// wrapping election.ErrInvalidOption.
+func New(cli *clientv3.Client, name string, opts ...election.Option) (*Elector, error) {
+	if cli == nil {
+		return nil, &election.OptionError{Field: "client", Value: "nil", Reason: "an etcd client is required"}
+	}
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	o, err := election.NewOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
+	bg, stop := context.WithCancel(context.Background())
+	name = strings.TrimSuffix(name, "/")
+	return &Elector{
+		cli: cli, name: name, prefix: name + "/", o: o, log: o.Logger,
+		ttlSec: int64(math.Ceil(o.TTL.Seconds())),
+		sem:    make(chan struct{}, 1), closing: make(chan struct{}), bg: bg, stopBg: stop,
+	}, nil
+}
+
+func validateName(name string) error {
+	bad := func(reason string) error {
+		return &election.OptionError{Field: "name", Value: fmt.Sprintf("%q", name), Reason: reason}
+	}
+	switch {
+	case strings.TrimSuffix(name, "/") == "":
+		return bad("must not be empty or only \"/\"")
+	case len(name) > MaxNameLen:
+		return bad(fmt.Sprintf("must be at most %d bytes", MaxNameLen))
+	case !utf8.ValidString(name):
+		return bad("must be valid UTF-8")
+	case strings.ContainsRune(name, 0):
+		return bad("must not contain NUL")
+	}
+	return nil
+}
+
+// Prefix returns the key prefix under which the candidates' keys live.
+func (e *Elector) Prefix() string { return e.prefix }
+
+// ID returns the candidate's ID.
+func (e *Elector) ID() string { return e.o.ID }
+
+// Campaign implements election.Elector: it creates the candidate's key
+// under a new lease, waits until every older key is gone, confirms that its
+// key still exists under its live lease, and returns a Term whose token is
+// the key's create revision. If the candidate already leads, it returns the
+// current Term.
+func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case e.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-e.closing:
+		return nil, election.ErrClosed
+	}
+	defer func() { <-e.sem }()
+
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, election.ErrClosed
+	}
+	old := e.cand
+	if old != nil && old.clock != nil && old.clock.Term().Err() == nil {
+		e.mu.Unlock()
+		return old.clock.Term(), nil // already leading
+	}
+	e.mu.Unlock()
+	if old != nil {
+		e.withdraw(old, election.ErrResigned) // a Term that ended on its own, or a waiting key left behind
+	}
+	c, err := e.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := e.wait(ctx, c)
+	if err != nil {
+		e.withdraw(c, election.ErrResigned)
+		return nil, err
+	}
+	return t, nil
+}
+
+// start grants a lease, creates the key under it and starts its keepalive
+// loop. On any failure it revokes the lease (which deletes the key if the
+// create's reply was lost).
+func (e *Elector) start(ctx context.Context) (*candidacy, error) {
+	g, err := e.cli.Grant(ctx, e.ttlSec)
+	if err != nil {
+		return nil, e.storeErr(ctx, "granting a lease", err)
+	}
+	c := &candidacy{lease: g.ID, key: keyName(e.prefix, g.ID),
+		stop: make(chan struct{}), lost: make(chan struct{}), elected: make(chan struct{})}
+	resp, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
+		Then(clientv3.OpPut(c.key, encodeRecord(e.o, e.o.Value), clientv3.WithLease(g.ID))).
+		Commit()
+	if err == nil && !resp.Succeeded {
+		err = fmt.Errorf("key %s already exists", c.key)
+	}
+	if err != nil {
+		e.revoke(c, nil)
+		return nil, e.storeErr(ctx, "creating key "+c.key, err)
+	}
+	c.rev = resp.Header.Revision
+	c.leader = election.Leader{ID: e.o.ID, Value: e.o.Value, Priority: e.o.Priority, Token: uint64(c.rev)}
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		e.revoke(c, nil)
+		return nil, election.ErrClosed
+	}
+	e.cand = c
+	e.wg.Add(1)
+	go e.keepAlive(c)
+	e.mu.Unlock()
+	return c, nil
+}
+
+// wait waits until c's key is the oldest live key, then confirms it and
+// starts the Term. Each pass reads, in one transaction, whether c's key
+// still exists and which leased key is just ahead of it, and then watches
+// only that key (P9), from the revision after the read, so the watch is
+// live at once.
+func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error) {
+	for {
+		if err := e.interrupted(ctx, c); err != nil {
+			return nil, err
+		}
+		pred, rev, err := e.predecessor(ctx, c)
+		if err != nil {
+			if errors.Is(err, election.ErrSessionLost) {
+				return nil, err
+			}
+			if err := e.pause(ctx, c, retryDelay); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if pred == "" {
+			t, err := e.confirm(ctx, c)
+			if err == nil {
+				return t, nil
+			}
+			if ierr := e.interrupted(ctx, c); ierr != nil {
+				return nil, ierr
+			}
+			for _, final := range []error{election.ErrSessionLost, election.ErrClosed, election.ErrResigned, election.ErrLeaseExpired} {
+				if errors.Is(err, final) {
+					return nil, err
+				}
+			}
+			if err := e.pause(ctx, c, retryDelay); err != nil { // a transient failure: read again
+				return nil, err
+			}
+			continue
+		}
+		if err := e.waitDelete(ctx, c, pred, rev); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// interrupted reports why waiting must stop, or nil.
+func (e *Elector) interrupted(ctx context.Context, c *candidacy) error {
+	select {
+	case <-e.closing:
+		return election.ErrClosed
+	case <-c.stop:
+		return election.ErrResigned
+	case <-c.lost:
+		return c.lostErr
+	default:
+	}
+	return ctx.Err()
+}
+
+// pause waits d, or less if waiting must stop.
+func (e *Elector) pause(ctx context.Context, c *candidacy, d time.Duration) error {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+	case <-ctx.Done():
+	case <-e.closing:
+	case <-c.stop:
+	case <-c.lost:
+	}
+	return e.interrupted(ctx, c)
+}
+
+// predecessor returns the key just ahead of c's (the leased key with the
+// highest create revision below c's; "" if there is none) and the revision
+// of the read. Keys without a lease are skipped: they never expire, so
+// waiting for them would block the election for good. A leased key that is
+// malformed is waited for like any other (it may be a candidate of another
+// program; it goes when its lease does).
+func (e *Elector) predecessor(ctx context.Context, c *candidacy) (string, int64, error) {
+	maxRev := c.rev - 1
+	for {
+		resp, err := e.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)).
+			Then(clientv3.OpGet(e.prefix, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(maxRev),
+				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
+				clientv3.WithLimit(1), clientv3.WithKeysOnly())).
+			Commit()
+		if err != nil {
+			return "", 0, err
+		}
+		if !resp.Succeeded {
+			return "", 0, fmt.Errorf("%w: key %s (revision %d) is gone: its lease %016x expired or it was deleted",
+				election.ErrSessionLost, c.key, c.rev, uint64(c.lease))
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) == 0 {
+			return "", resp.Header.Revision, nil
+		}
+		kv := kvs[0]
+		if kv.Lease != 0 {
+			return string(kv.Key), resp.Header.Revision, nil
+		}
+		e.log.Warn("etcd election: skipping a key without a lease under the election prefix; it never leads",
+			"key", string(kv.Key), "create_revision", kv.CreateRevision)
+		maxRev = kv.CreateRevision - 1
+	}
+}
+
+// waitDelete watches key from rev+1 until it is deleted, the watch breaks
+// (then the caller reads again), or waiting must stop.
+func (e *Elector) waitDelete(ctx context.Context, c *candidacy, key string, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := e.cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	for {
+		select {
+		case wr, ok := <-wch:
+			if !ok || wr.Err() != nil || wr.Canceled {
+				return e.pause(ctx, c, 0) // read again
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					return nil
+				}
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.closing:
+			return election.ErrClosed
+		case <-c.stop:
+			return election.ErrResigned
+		case <-c.lost:
+			return c.lostErr
+		}
+	}
+}
+
+// confirm makes c's leadership a Term (P4): a keepalive confirms the lease
+// is live, and its send time starts the deadline; then a transaction
+// confirms the key still exists under that lease with no leased key older
+// than it.
+func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, error) {
+	sent := time.Now()
+	kctx, cancel := context.WithTimeout(ctx, e.o.Window())
+	_, err := e.cli.KeepAliveOnce(kctx, c.lease)
+	cancel()
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			return nil, fmt.Errorf("%w: lease %016x of key %s expired before it could lead", election.ErrSessionLost, uint64(c.lease), c.key)
+		}
+		return nil, err
+	}
+	resp, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
+			clientv3.Compare(clientv3.LeaseValue(c.key), "=", c.lease)).
+		Then(clientv3.OpGet(e.prefix, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(c.rev-1), clientv3.WithKeysOnly())).
+		Commit()
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Succeeded {
+		return nil, fmt.Errorf("%w: key %s (revision %d) is gone", election.ErrSessionLost, c.key, c.rev)
+	}
+	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
+		if kv.Lease != 0 {
+			return nil, fmt.Errorf("key %s is still ahead of %s", kv.Key, c.key) // read again
+		}
+	}
+	term, clock := election.NewTerm(e.o, c.leader, sent)
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		err = election.ErrClosed
+	case e.cand != c:
+		err = election.ErrResigned
+	}
+	if err != nil {
+		e.mu.Unlock()
+		clock.End(err)
+		return nil, err
+	}
+	c.clock = clock
+	e.clocks = append(e.clocks, clock)
+	close(c.elected)
+	e.mu.Unlock()
+	if err := term.Err(); err != nil { // the deadline passed while confirming
+		return nil, err
+	}
+	return term, nil
+}
+
+// keepAlive renews c's lease every Window/3 while the candidacy lasts. While
+// it leads, each renewal goes through the Term's lease clock: the
+// before-renewal hook first, then the keepalive, then Renewed with its send
+// time and outcome. A failed renewal is retried after retryDelay; the clock
+// ends the Term at its deadline if none succeeds. A lease etcd no longer
+// knows ends the candidacy at once (ErrSessionLost). When the Term ends for
+// any reason, the candidacy is withdrawn, so the key goes at once.
+func (e *Elector) keepAlive(c *candidacy) {
+	defer e.wg.Done()
+	interval := e.o.Window() / 3
+	tm := time.NewTimer(interval)
+	defer tm.Stop()
+	elected := c.elected
+	var clock *election.LeaseClock
+	var termDone <-chan struct{}
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-elected:
+			elected = nil
+			e.mu.Lock()
+			clock = c.clock
+			e.mu.Unlock()
+			termDone = clock.Term().Done()
+			continue
+		case <-termDone:
+			e.withdraw(c, clock.Term().Err())
+			return
+		case <-tm.C:
+		}
+		next := interval
+		if clock != nil && clock.BeforeRenew() != nil {
+			tm.Reset(0) // the Term ended: termDone is closed
+			continue
+		}
+		sent := time.Now()
+		timeout := interval
+		if clock != nil {
+			timeout = time.Until(clock.Term().Deadline())
+		}
+		ctx, cancel := context.WithTimeout(e.bg, max(timeout, retryDelay))
+		_, err := e.cli.KeepAliveOnce(ctx, c.lease)
+		cancel()
+		if clock != nil {
+			clock.Renewed(sent, err)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+			e.lose(c, clock, fmt.Errorf("%w: lease %016x of key %s expired", election.ErrSessionLost, uint64(c.lease), c.key))
+			return
+		case e.cli.Ctx().Err() != nil:
+			e.lose(c, clock, fmt.Errorf("%w: the etcd client was closed", election.ErrSessionLost))
+			return
+		default:
+			e.log.Warn("etcd election: lease keepalive failed", "key", c.key, "err", err)
+			next = retryDelay
+		}
+		tm.Reset(next)
+	}
+}
+
+// lose records that c's lease is gone and ends its Term, if any.
+func (e *Elector) lose(c *candidacy, clock *election.LeaseClock, err error) {
+	c.lostErr = err
+	close(c.lost)
+	if clock != nil {
+		clock.End(err)
+	}
+	e.mu.Lock()
+	if e.cand == c {
+		e.cand = nil
+	}
+	e.mu.Unlock()
+	c.halt()
+}
+
+// withdraw ends c if it is still the current candidacy: its Term first (P3:
+// before any I/O), then its keepalives, then its lease and key.
+func (e *Elector) withdraw(c *candidacy, cause error) {
+	e.mu.Lock()
+	if e.cand != c {
+		e.mu.Unlock()
+		return
+	}
+	e.cand = nil
+	e.mu.Unlock()
+	e.end(c, cause)
+	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+	defer cancel()
+	e.revoke(c, ctx)
+}
+
+// end ends c's Term with cause and stops its keepalives.
+func (e *Elector) end(c *candidacy, cause error) {
+	e.mu.Lock()
+	clock := c.clock
+	e.mu.Unlock()
+	if clock != nil {
+		if cause == nil {
+			cause = election.ErrResigned
+		}
+		clock.End(cause)
+	}
+	c.halt()
+}
+
+// revoke revokes c's lease, which deletes its key. A lease etcd no longer
+// knows counts as revoked. On failure c is kept in the pending list: Resign
+// and Close try again, and meanwhile the lease expires on its own after the
+// TTL, since nothing renews it. A nil ctx means a short timeout.
+func (e *Elector) revoke(c *candidacy, ctx context.Context) error {
+	if ctx == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(e.bg, e.o.Window())
+		defer cancel()
+	}
+	_, err := e.cli.Revoke(ctx, c.lease)
+	if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		e.mu.Lock()
+		for i, p := range e.pending {
+			if p == c {
+				e.pending = append(e.pending[:i], e.pending[i+1:]...)
+				break
+			}
+		}
+		e.mu.Unlock()
+		return nil
+	}
+	e.mu.Lock()
+	found := false
+	for _, p := range e.pending {
+		found = found || p == c
+	}
+	if !found {
+		e.pending = append(e.pending, c)
+	}
+	e.mu.Unlock()
+	e.log.Warn("etcd election: revoking a lease failed; it will be retried, and expires on its own", "key", c.key, "lease", fmt.Sprintf("%016x", uint64(c.lease)), "err", err)
+	return fmt.Errorf("etcd election: revoking lease %016x of key %s: %w", uint64(c.lease), c.key, err)
+}
+
+// Resign implements election.Elector: it ends the Term (if leading) before
+// any I/O, stops the keepalives and revokes the lease, which deletes the key
+// so the next candidate leads at once. It is idempotent. If the revoke
+// fails (its reply lost, etcd unreachable), Resign returns the error and
+// keeps the lease to revoke on the next Resign or Close; the key goes at
+// the latest when the lease expires.
+func (e *Elector) Resign(ctx context.Context) error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return election.ErrClosed
+	}
+	c := e.cand
+	e.cand = nil
+	if c != nil {
+		e.pending = append(e.pending, c)
+	}
+	pending := append([]*candidacy(nil), e.pending...)
+	e.mu.Unlock()
+	if c != nil {
+		e.end(c, election.ErrResigned)
+	}
+	var errs []error
+	for _, p := range pending {
+		if err := e.revoke(p, ctx); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Close implements election.Elector: it resigns (with a timeout of one
+// lease window; a lease it cannot revoke expires on its own), stops every
+// goroutine it started and waits for the renewal hooks. It does not close
+// the etcd client.
+func (e *Elector) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	close(e.closing)
+	c := e.cand
+	e.cand = nil
+	if c != nil {
+		e.pending = append(e.pending, c)
+	}
+	pending := append([]*candidacy(nil), e.pending...)
+	e.mu.Unlock()
+	if c != nil {
+		e.end(c, election.ErrClosed)
+	}
+	if e.cli.Ctx().Err() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
+		for _, p := range pending {
+			_ = e.revoke(p, ctx) // logged; the lease expires on its own
+		}
+		cancel()
+	}
+	e.stopBg()
+	e.wg.Wait()
+	e.mu.Lock()
+	clocks := e.clocks
+	e.clocks = nil
+	e.mu.Unlock()
+	for _, clock := range clocks {
+		clock.End(election.ErrClosed)
+		clock.Wait()
+	}
+	return nil
+}
+
+// storeErr wraps a failed request: ctx's own error as is, the client's
+// closing as ErrClosed-like session loss, anything else with what was being
+// done.
+func (e *Elector) storeErr(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if e.cli.Ctx().Err() != nil {
+		return fmt.Errorf("%w: %s: the etcd client was closed", election.ErrSessionLost, what)
+	}
+	return fmt.Errorf("etcd election %s: %s: %w", e.name, what, err)
+}

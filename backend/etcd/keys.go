@@ -1,0 +1,135 @@
+package etcd
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+)
+
+// Key layout. A candidate's key is the election's prefix followed by its
+// lease ID as 16 lower-case hex digits; its value is a small JSON record
+// with a format version:
+//
+//	/services/scheduler/694d8a5bd1f3c40b  {"v":1,"id":"sched-1","priority":0,"value":"MTAuMC4wLjc6ODA4MA=="}
+//
+// A key is well formed when its name is the prefix plus 16 hex digits that
+// equal the key's own lease, the lease is not 0, and the value decodes to a
+// version-1 record with a valid ID and a Value within
+// election.MaxValueSize. Every key under the prefix is checked whenever it
+// is read; see the package doc for what happens to keys that fail.
+
+const formatVersion = 1
+
+// record is the JSON value of a candidate's key.
+type record struct {
+	V        int    `json:"v"`
+	ID       string `json:"id"`
+	Priority int64  `json:"priority"`
+	Value    []byte `json:"value,omitempty"`
+}
+
+func keyName(prefix string, lease clientv3.LeaseID) string {
+	return fmt.Sprintf("%s%016x", prefix, uint64(lease))
+}
+
+func encodeRecord(o election.Options, value []byte) string {
+	b, _ := json.Marshal(record{V: formatVersion, ID: o.ID, Priority: o.Priority, Value: value}) // cannot fail: plain fields
+	return string(b)
+}
+
+// decodeKey checks kv against the key layout and returns the leader it
+// names (Token = the key's create revision), or an error saying what is
+// wrong with it.
+func decodeKey(prefix string, kv *mvccpb.KeyValue) (election.Leader, error) {
+	name := string(kv.Key)
+	suffix, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return election.Leader{}, fmt.Errorf("not under the prefix %q", prefix)
+	}
+	if kv.Lease == 0 {
+		return election.Leader{}, fmt.Errorf("has no lease")
+	}
+	if len(suffix) != 16 {
+		return election.Leader{}, fmt.Errorf("name does not end in a 16-digit hex lease ID")
+	}
+	id, err := strconv.ParseUint(suffix, 16, 64)
+	if err != nil || suffix != strings.ToLower(suffix) {
+		return election.Leader{}, fmt.Errorf("name does not end in a 16-digit hex lease ID")
+	}
+	if int64(id) != kv.Lease {
+		return election.Leader{}, fmt.Errorf("name's lease %016x differs from its lease %016x", id, uint64(kv.Lease))
+	}
+	if kv.CreateRevision <= 0 {
+		return election.Leader{}, fmt.Errorf("create revision %d", kv.CreateRevision)
+	}
+	var r record
+	if err := json.Unmarshal(kv.Value, &r); err != nil {
+		return election.Leader{}, fmt.Errorf("value is not a candidate record: %v", err)
+	}
+	if r.V != formatVersion {
+		return election.Leader{}, fmt.Errorf("record version %d, want %d", r.V, formatVersion)
+	}
+	if err := election.ValidateID(r.ID); err != nil {
+		return election.Leader{}, fmt.Errorf("record: %v", err)
+	}
+	if len(r.Value) > election.MaxValueSize {
+		return election.Leader{}, fmt.Errorf("record value of %d bytes exceeds %d", len(r.Value), election.MaxValueSize)
+	}
+	return election.Leader{ID: r.ID, Value: r.Value, Priority: r.Priority, Token: uint64(kv.CreateRevision)}, nil
+}
+
+// MalformedKeyError reports a key under the election's prefix that is not a
+// candidate key of this package. It wraps ErrMalformedKey and
+// election.ErrNoLeader: such a key never leads.
+type MalformedKeyError struct {
+	Key            string
+	CreateRevision int64
+	Lease          int64
+	Reason         string
+}
+
+func (e *MalformedKeyError) Error() string {
+	return fmt.Sprintf("etcd election: malformed key %q (create revision %d, lease %x) heads the queue: %s; no leader until it is deleted or its lease expires",
+		e.Key, e.CreateRevision, e.Lease, e.Reason)
+}
+
+// Unwrap returns ErrMalformedKey and election.ErrNoLeader.
+func (e *MalformedKeyError) Unwrap() []error {
+	return []error{ErrMalformedKey, election.ErrNoLeader}
+}
+
+func malformed(kv *mvccpb.KeyValue, err error) *MalformedKeyError {
+	return &MalformedKeyError{Key: string(kv.Key), CreateRevision: kv.CreateRevision, Lease: kv.Lease, Reason: err.Error()}
+}
+
+// head picks the leader among kvs (any order): the live key with the lowest
+// create revision. Keys without a lease can never expire, so they are
+// skipped (reported in skipped); a leased key that is malformed holds its
+// place and yields a *MalformedKeyError instead of a leader.
+func head(prefix string, kvs []*mvccpb.KeyValue) (l election.Leader, bad *MalformedKeyError, skipped []*MalformedKeyError) {
+	var first *mvccpb.KeyValue
+	for _, kv := range kvs {
+		if kv.Lease == 0 {
+			_, err := decodeKey(prefix, kv)
+			skipped = append(skipped, malformed(kv, err))
+			continue
+		}
+		if first == nil || kv.CreateRevision < first.CreateRevision {
+			first = kv
+		}
+	}
+	if first == nil {
+		return election.Leader{}, nil, skipped
+	}
+	l, err := decodeKey(prefix, first)
+	if err != nil {
+		return election.Leader{}, malformed(first, err), skipped
+	}
+	return l, nil, skipped
+}

@@ -1,0 +1,158 @@
+package etcd
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/internal/watch"
+)
+
+// Leader implements election.Elector with a linearizable read: the oldest
+// leased key under the prefix. Keys without a lease are skipped; if the
+// oldest leased key is malformed, Leader returns a *MalformedKeyError
+// (errors.Is ErrMalformedKey and election.ErrNoLeader) that names it.
+func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
+	if err := ctx.Err(); err != nil {
+		return election.Leader{}, err
+	}
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return election.Leader{}, election.ErrClosed
+	}
+	var minRev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)}
+		if minRev > 0 {
+			opts = append(opts, clientv3.WithMinCreateRev(minRev))
+		}
+		resp, err := e.cli.Get(ctx, e.prefix, opts...)
+		if err != nil {
+			return election.Leader{}, e.storeErr(ctx, "reading the leader", err)
+		}
+		if len(resp.Kvs) == 0 {
+			return election.Leader{}, election.ErrNoLeader
+		}
+		kv := resp.Kvs[0]
+		if kv.Lease == 0 {
+			e.log.Warn("etcd election: skipping a key without a lease under the election prefix; it never leads",
+				"key", string(kv.Key), "create_revision", kv.CreateRevision)
+			minRev = kv.CreateRevision + 1
+			continue
+		}
+		l, err := decodeKey(e.prefix, kv)
+		if err != nil {
+			return election.Leader{}, malformed(kv, err)
+		}
+		return l, nil
+	}
+}
+
+// observer keeps the election's keys from one watch on the whole prefix and
+// publishes the leader they give on a Board that every Observe stream of
+// the Elector reads.
+type observer struct {
+	board *watch.Board
+	ready chan struct{} // closed once the board holds the store's state
+}
+
+// Observe implements election.Elector. The first value is the state the
+// Elector's watcher read from etcd (it waits for that read); then every
+// change. The watcher survives compaction, a lost connection and a member
+// that lost its raft leader: it reads the prefix again and resumes from
+// after that read, so it never skips the newest value. A zero Leader means
+// no leader now, including when the oldest leased key is malformed (the
+// key is logged).
+func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		ch := make(chan election.Leader)
+		close(ch)
+		return ch
+	}
+	if e.obs == nil {
+		e.obs = &observer{board: watch.NewBoard(), ready: make(chan struct{})}
+		e.wg.Add(1)
+		go e.observeLoop(e.obs)
+	}
+	return e.obs.board.StreamWhen(e.obs.ready, ctx, e.closing, &e.wg)
+}
+
+func (e *Elector) observeLoop(o *observer) {
+	defer e.wg.Done()
+	ctx := e.bg
+	var readyOnce sync.Once
+	warned := map[string]bool{}
+	for ctx.Err() == nil {
+		resp, err := e.cli.Get(ctx, e.prefix, clientv3.WithPrefix())
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("etcd election: observer read failed; retrying", "prefix", e.prefix, "err", err)
+			}
+			sleep(ctx, retryDelay)
+			continue
+		}
+		kvs := map[string]*mvccpb.KeyValue{}
+		for _, kv := range resp.Kvs {
+			kvs[string(kv.Key)] = kv
+		}
+		e.publish(o, kvs, warned)
+		readyOnce.Do(func() { close(o.ready) })
+		e.follow(ctx, o, kvs, resp.Header.Revision+1, warned)
+	}
+}
+
+// follow applies the prefix's watch events from rev to kvs and publishes
+// each new state, until the watch breaks.
+func (e *Elector) follow(ctx context.Context, o *observer, kvs map[string]*mvccpb.KeyValue, rev int64, warned map[string]bool) {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for wr := range e.cli.Watch(wctx, e.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+		if err := wr.Err(); err != nil || wr.Canceled || wr.CompactRevision != 0 {
+			if ctx.Err() == nil {
+				e.log.Info("etcd election: observer watch broke; reading again", "prefix", e.prefix, "err", err, "compact_revision", wr.CompactRevision)
+			}
+			return
+		}
+		for _, ev := range wr.Events {
+			switch ev.Type {
+			case clientv3.EventTypePut:
+				kvs[string(ev.Kv.Key)] = ev.Kv
+			case clientv3.EventTypeDelete:
+				delete(kvs, string(ev.Kv.Key))
+			}
+		}
+		e.publish(o, kvs, warned)
+	}
+}
+
+func (e *Elector) publish(o *observer, kvs map[string]*mvccpb.KeyValue, warned map[string]bool) {
+	all := make([]*mvccpb.KeyValue, 0, len(kvs))
+	for _, kv := range kvs {
+		all = append(all, kv)
+	}
+	l, bad, skipped := head(e.prefix, all)
+	for _, m := range append(skipped, bad) {
+		if m != nil && !warned[m.Key] {
+			warned[m.Key] = true
+			e.log.Warn("etcd election: malformed key under the election prefix", "key", m.Key, "reason", m.Reason, "blocks", m == bad)
+		}
+	}
+	o.board.Set(l)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
