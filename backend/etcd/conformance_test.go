@@ -69,7 +69,7 @@ func TestConformance(t *testing.T) {
 			n++
 			return &etcdElection{eps: eps, name: "/conformance/" + t.Name(), clis: map[election.Elector]*clientv3.Client{}}
 		},
-		Failover: 2*time.Second + time.Second,
+		Failover:  2*time.Second + time.Second,
 		Handovers: 30,
 	})
 }

@@ -1,0 +1,431 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/etcd"
+)
+
+const patience = 10 * time.Second
+
+func newClient(t *testing.T, eps []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+func newElector(t *testing.T, cli *clientv3.Client, name, id string, opts ...election.Option) *etcd.Elector {
+	t.Helper()
+	e, err := etcd.New(cli, name, append([]election.Option{election.WithID(id), election.WithTTL(2 * time.Second)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+type result struct {
+	t   *election.Term
+	err error
+	at  time.Time
+}
+
+func campaignAsync(ctx context.Context, e *etcd.Elector) <-chan result {
+	ch := make(chan result, 1)
+	go func() {
+		t, err := e.Campaign(ctx)
+		ch <- result{t, err, time.Now()}
+	}()
+	return ch
+}
+
+func await(t *testing.T, ch <-chan result) result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(patience):
+		t.Fatal("Campaign did not return")
+	}
+	return result{}
+}
+
+// keys returns the keys under prefix, oldest first.
+func keys(t *testing.T, cli *clientv3.Client, prefix string) []string {
+	t.Helper()
+	resp, err := cli.Get(ctxT(t), prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, kv := range resp.Kvs {
+		out = append(out, string(kv.Key))
+	}
+	return out
+}
+
+// waitKeys waits until prefix holds n keys.
+func waitKeys(t *testing.T, cli *clientv3.Client, prefix string, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		ks := keys(t, cli, prefix)
+		if len(ks) == n {
+			return ks
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want %d keys under %s, have %q", n, prefix, ks)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestNewRefusesBadInput(t *testing.T) {
+	cli := newClient(t, startEtcd(t))
+	for _, tc := range []struct {
+		cli  *clientv3.Client
+		name string
+		opts []election.Option
+		want string
+	}{
+		{nil, "/e", nil, "client = nil"},
+		{cli, "", nil, `name = ""`},
+		{cli, "/", nil, `name = "/"`},
+		{cli, "/e\x00x", nil, "NUL"},
+		{cli, strings.Repeat("x", etcd.MaxNameLen+1), nil, "at most 1024"},
+		{cli, "/e", []election.Option{election.WithTTL(time.Millisecond)}, "TTL = 1ms"},
+		{cli, "/e", []election.Option{election.WithID("bad id")}, `"bad id"`},
+	} {
+		_, err := etcd.New(tc.cli, tc.name, tc.opts...)
+		if !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%q, %d opts) = %v, want ErrInvalidOption naming %q", tc.name, len(tc.opts), err, tc.want)
+		}
+	}
+}
+
+// The key is the prefix plus the lease ID in 16 hex digits, under that
+// lease; the token is its create revision.
+func TestKeyLayoutAndToken(t *testing.T) {
+	cli := newClient(t, startEtcd(t))
+	e := newElector(t, cli, "/layout/", "a", election.WithValue([]byte("addr:1")), election.WithPriority(7))
+	if e.Prefix() != "/layout/" {
+		t.Fatalf("Prefix() = %q", e.Prefix())
+	}
+	term, err := e.Campaign(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(ctxT(t), "/layout/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("keys: %v %v", resp, err)
+	}
+	kv := resp.Kvs[0]
+	if want := fmt.Sprintf("/layout/%016x", kv.Lease); string(kv.Key) != want || kv.Lease == 0 {
+		t.Errorf("key %q lease %x, want %q", kv.Key, kv.Lease, want)
+	}
+	if term.Token() != uint64(kv.CreateRevision) {
+		t.Errorf("token %d, create revision %d", term.Token(), kv.CreateRevision)
+	}
+	l := term.Leader()
+	if l.ID != "a" || string(l.Value) != "addr:1" || l.Priority != 7 {
+		t.Errorf("leader %+v", l)
+	}
+	got, err := e.Leader(ctxT(t))
+	if err != nil || !got.Equal(l) {
+		t.Errorf("Leader() = %v, %v; want %v", got, err, l)
+	}
+}
+
+// A waiter whose lease expires while it waits (etcd-io/etcd#19597) gets
+// ErrSessionLost, never a Term, and leaves no key.
+func TestWaiterLeaseLostWhileWaiting(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	a := newElector(t, newClient(t, eps), "/lost", "a")
+	b := newElector(t, newClient(t, eps), "/lost", "b")
+	ctx := ctxT(t)
+	if _, err := a.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rb := campaignAsync(ctx, b)
+	ks := waitKeys(t, admin, "/lost/", 2)
+	resp, err := admin.Get(ctx, ks[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb)
+	if r.t != nil || !errors.Is(r.err, election.ErrSessionLost) {
+		t.Fatalf("b's Campaign = %v, %v; want ErrSessionLost", r.t, r.err)
+	}
+	if ks := keys(t, admin, "/lost/"); len(ks) != 0 {
+		t.Errorf("keys left: %q", ks)
+	}
+	// A new Campaign uses a new lease and leads.
+	term, err := b.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term.Token() <= uint64(resp.Kvs[0].CreateRevision) {
+		t.Errorf("new token %d not above the lost key's %d", term.Token(), resp.Kvs[0].CreateRevision)
+	}
+}
+
+// A Campaign that ends with its context removes its key (etcd-io/etcd#21128).
+func TestCampaignCanceledRemovesKey(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	a := newElector(t, newClient(t, eps), "/cancel", "a")
+	b := newElector(t, newClient(t, eps), "/cancel", "b")
+	if _, err := a.Campaign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	bctx, cancel := context.WithCancel(context.Background())
+	rb := campaignAsync(bctx, b)
+	waitKeys(t, admin, "/cancel/", 2)
+	cancel()
+	if r := await(t, rb); !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("Campaign = %v, want context.Canceled", r.err)
+	}
+	waitKeys(t, admin, "/cancel/", 1)
+}
+
+// A Resign whose revoke fails keeps the lease and revokes it on the next
+// Resign (etcd-io/etcd#22123); the Term ends before any I/O either way.
+func TestResignRetriesFailedRevoke(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	a := newElector(t, newClient(t, eps), "/resign", "a")
+	term, err := a.Campaign(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Resign(dead); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Resign(canceled ctx) = %v, want context.Canceled", err)
+	}
+	if !errors.Is(term.Err(), election.ErrResigned) {
+		t.Fatalf("term.Err() = %v, want ErrResigned", term.Err())
+	}
+	if ks := keys(t, admin, "/resign/"); len(ks) != 1 {
+		t.Fatalf("the key should still be there, have %q", ks)
+	}
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ks := keys(t, admin, "/resign/"); len(ks) != 0 {
+		t.Fatalf("keys left after the second Resign: %q", ks)
+	}
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatalf("a third Resign = %v, want nil", err)
+	}
+}
+
+// Keys without a lease never lead and never block; a leased malformed key
+// holds its place, yields no leader and a named error, and the election
+// goes on once its lease is gone.
+func TestGarbageKeysFailClosed(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	ctx := ctxT(t)
+	if _, err := admin.Put(ctx, "/garbage/unleased", "x"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := admin.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := fmt.Sprintf("/garbage/%016x", int64(g.ID))
+	if _, err := admin.Put(ctx, junk, "not json", clientv3.WithLease(g.ID)); err != nil {
+		t.Fatal(err)
+	}
+	a := newElector(t, newClient(t, eps), "/garbage", "a")
+	obs := newElector(t, newClient(t, eps), "/garbage", "obs")
+	changes := obs.Observe(ctx)
+	if l := <-changes; !l.IsZero() {
+		t.Fatalf("Observe's first value = %v, want no leader", l)
+	}
+	ra := campaignAsync(ctx, a)
+	waitKeys(t, admin, "/garbage/", 3)
+	_, err = a.Leader(ctx)
+	var mk *etcd.MalformedKeyError
+	if !errors.As(err, &mk) || mk.Key != junk || !errors.Is(err, etcd.ErrMalformedKey) || !errors.Is(err, election.ErrNoLeader) {
+		t.Fatalf("Leader() = %v, want a MalformedKeyError naming %s", err, junk)
+	}
+	if !strings.Contains(err.Error(), "value is not a candidate record") {
+		t.Errorf("error does not say what is wrong: %v", err)
+	}
+	select {
+	case r := <-ra:
+		t.Fatalf("Campaign returned behind a leased malformed key: %v %v", r.t, r.err)
+	default:
+	}
+	revoked := time.Now()
+	if _, err := admin.Revoke(ctx, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, ra)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.at.Before(revoked) {
+		t.Fatal("Campaign returned before the malformed key was gone")
+	}
+	for l := range changes {
+		if l.ID == "a" {
+			break
+		}
+		if !l.IsZero() {
+			t.Fatalf("Observe reported %v", l)
+		}
+	}
+	if l, err := obs.Leader(ctx); err != nil || l.ID != "a" {
+		t.Fatalf("Leader() = %v, %v; want a", l, err)
+	}
+}
+
+// A handover wakes only the next candidate (P9): with ten waiters sharing
+// one client, every handover costs exactly one queue read.
+func TestHandoverWakesOnlyTheNext(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	shared := newClient(t, eps)
+	ctx := ctxT(t)
+	const n = 10
+	es := make([]*etcd.Elector, n)
+	for i := range es {
+		es[i] = newElector(t, shared, "/herd", fmt.Sprintf("c%d", i))
+	}
+	first, err := es[0].Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make([]<-chan result, n)
+	for i := 1; i < n; i++ {
+		results[i] = campaignAsync(ctx, es[i])
+		waitKeys(t, admin, "/herd/", i+1) // queue in index order
+	}
+	reads := func() (sum int64) {
+		for _, e := range es {
+			sum += etcd.Reads(e)
+		}
+		return sum
+	}
+	deadline := time.Now().Add(patience)
+	for reads() != n { // one each, the first candidate's included
+		if time.Now().After(deadline) {
+			t.Fatalf("candidates issued %d reads, want %d", reads(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	prev := first
+	if err := es[0].Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < n; i++ {
+		r := await(t, results[i])
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.t.Token() <= prev.Token() {
+			t.Fatalf("token %d after %d", r.t.Token(), prev.Token())
+		}
+		prev = r.t
+		if err := es[i].Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := reads(), int64(n+n-1); got != want {
+		t.Errorf("%d handovers cost %d queue reads in all, want %d (one each)", n-1, got-n, n-1)
+	}
+}
+
+// LeaderCmp fences a transaction to the Term; Proclaim updates the leader's
+// Value for observers; both refuse once the Term is over.
+func TestLeaderCmpAndProclaim(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	ctx := ctxT(t)
+	a := newElector(t, newClient(t, eps), "/fence", "a", election.WithValue([]byte("v1")))
+	obs := newElector(t, newClient(t, eps), "/fence", "obs")
+	term, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmp, err := a.LeaderCmp(term)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func() bool {
+		resp, err := admin.Txn(ctx).If(cmp).Then(clientv3.OpPut("/data/x", "1")).Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Succeeded
+	}
+	if !put() {
+		t.Fatal("fenced write refused while leading")
+	}
+	changes := obs.Observe(ctx)
+	if err := a.Proclaim(ctx, term, []byte("v2")); err != nil {
+		t.Fatal(err)
+	}
+	for l := range changes {
+		if string(l.Value) == "v2" {
+			if l.Token != term.Token() {
+				t.Fatalf("Proclaim changed the token: %v", l)
+			}
+			break
+		}
+	}
+	if err := a.Proclaim(ctx, term, make([]byte, election.MaxValueSize+1)); !errors.Is(err, election.ErrInvalidOption) {
+		t.Errorf("Proclaim(too big) = %v", err)
+	}
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if put() {
+		t.Fatal("fenced write accepted after Resign")
+	}
+	if _, err := a.LeaderCmp(term); !errors.Is(err, election.ErrNotLeader) {
+		t.Errorf("LeaderCmp after Resign = %v", err)
+	}
+	if err := a.Proclaim(ctx, term, []byte("v3")); !errors.Is(err, election.ErrNotLeader) {
+		t.Errorf("Proclaim after Resign = %v", err)
+	}
+	// Someone else's Term is refused too.
+	b := newElector(t, newClient(t, eps), "/fence", "b")
+	tb, err := b.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LeaderCmp(tb); !errors.Is(err, election.ErrNotLeader) {
+		t.Errorf("LeaderCmp(other's term) = %v", err)
+	}
+}
+
