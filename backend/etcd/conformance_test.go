@@ -14,7 +14,7 @@ import (
 	"github.com/electkit/election/electiontest"
 )
 
-func startEtcd(t *testing.T) []string {
+func startEtcd(t testing.TB) []string {
 	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Dir = t.TempDir()

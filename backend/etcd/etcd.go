@@ -67,6 +67,7 @@ type candidacy struct {
 	lostErr  error         // why, set before lost is closed
 	elected  chan struct{} // closed once clock is set
 	clock    *election.LeaseClock
+	renewed  time.Time // send time of the last request etcd confirmed the lease by (guarded by Elector.mu)
 }
 
 func (c *candidacy) halt() { c.stopOnce.Do(func() { close(c.stop) }) }
@@ -169,11 +170,12 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 // loop. On any failure it revokes the lease (which deletes the key if the
 // create's reply was lost).
 func (e *Elector) start(ctx context.Context) (*candidacy, error) {
+	sent := time.Now()
 	g, err := e.cli.Grant(ctx, e.ttlSec)
 	if err != nil {
 		return nil, e.storeErr(ctx, "granting a lease", err)
 	}
-	c := &candidacy{lease: g.ID, key: keyName(e.prefix, g.ID),
+	c := &candidacy{lease: g.ID, key: keyName(e.prefix, g.ID), renewed: sent,
 		stop: make(chan struct{}), lost: make(chan struct{}), elected: make(chan struct{})}
 	resp, err := e.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
@@ -275,7 +277,8 @@ func (e *Elector) pause(ctx context.Context, c *candidacy, d time.Duration) erro
 
 // predecessor returns the key just ahead of c's (the leased key with the
 // highest create revision below c's; "" if there is none) and the revision
-// of the read. Keys without a lease are skipped: they never expire, so
+// of the read. The same transaction checks that c's key still exists under
+// c's lease, so "" also confirms that c may lead (P4). Keys without a lease are skipped: they never expire, so
 // waiting for them would block the election for good. A leased key that is
 // malformed is waited for like any other (it may be a candidate of another
 // program; it goes when its lease does).
@@ -284,7 +287,8 @@ func (e *Elector) predecessor(ctx context.Context, c *candidacy) (string, int64,
 	for {
 		e.reads.Add(1)
 		resp, err := e.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)).
+			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
+				clientv3.Compare(clientv3.LeaseValue(c.key), "=", c.lease)).
 			Then(clientv3.OpGet(e.prefix, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(maxRev),
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 				clientv3.WithLimit(1), clientv3.WithKeysOnly())).
@@ -339,38 +343,32 @@ func (e *Elector) waitDelete(ctx context.Context, c *candidacy, key string, rev 
 	}
 }
 
-// confirm makes c's leadership a Term (P4): a keepalive confirms the lease
-// is live, and its send time starts the deadline; then a transaction
-// confirms the key still exists under that lease with no leased key older
-// than it.
+// confirm makes c's leadership a Term, once predecessor has confirmed in
+// one transaction that c's key exists under c's lease and that no leased key
+// is older. The Term's deadline counts from the send time of the last
+// request by which etcd confirmed the lease (the grant or a keepalive): etcd
+// keeps the lease, hence the key, at least TTL after it received that
+// request. If that leaves less than half a lease window, a keepalive is
+// sent first and its send time counts instead. The keepalive loop renews at
+// once after the Term starts.
 func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, error) {
-	sent := time.Now()
-	kctx, cancel := context.WithTimeout(ctx, e.o.Window())
-	_, err := e.cli.KeepAliveOnce(kctx, c.lease)
-	cancel()
-	if err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return nil, fmt.Errorf("%w: lease %016x of key %s expired before it could lead", election.ErrSessionLost, uint64(c.lease), c.key)
-		}
-		return nil, err
-	}
-	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
-			clientv3.Compare(clientv3.LeaseValue(c.key), "=", c.lease)).
-		Then(clientv3.OpGet(e.prefix, clientv3.WithPrefix(), clientv3.WithMaxCreateRev(c.rev-1), clientv3.WithKeysOnly())).
-		Commit()
-	if err != nil {
-		return nil, err
-	}
-	if !resp.Succeeded {
-		return nil, fmt.Errorf("%w: key %s (revision %d) is gone", election.ErrSessionLost, c.key, c.rev)
-	}
-	for _, kv := range resp.Responses[0].GetResponseRange().Kvs {
-		if kv.Lease != 0 {
-			return nil, fmt.Errorf("key %s is still ahead of %s", kv.Key, c.key) // read again
+	e.mu.Lock()
+	sent := c.renewed
+	e.mu.Unlock()
+	if time.Since(sent) > e.o.Window()/2 {
+		sent = time.Now()
+		kctx, cancel := context.WithTimeout(ctx, e.o.Window())
+		_, err := e.cli.KeepAliveOnce(kctx, c.lease)
+		cancel()
+		if err != nil {
+			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return nil, fmt.Errorf("%w: lease %016x of key %s expired before it could lead", election.ErrSessionLost, uint64(c.lease), c.key)
+			}
+			return nil, err
 		}
 	}
 	term, clock := election.NewTerm(e.o, c.leader, sent)
+	var err error
 	e.mu.Lock()
 	switch {
 	case e.closed:
@@ -418,6 +416,7 @@ func (e *Elector) keepAlive(c *candidacy) {
 			clock = c.clock
 			e.mu.Unlock()
 			termDone = clock.Term().Done()
+			tm.Reset(0) // renew at once: the Term may have started from an older renewal
 			continue
 		case <-termDone:
 			e.withdraw(c, clock.Term().Err())
@@ -442,6 +441,9 @@ func (e *Elector) keepAlive(c *candidacy) {
 		}
 		switch {
 		case err == nil:
+			e.mu.Lock()
+			c.renewed = sent
+			e.mu.Unlock()
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			e.lose(c, clock, fmt.Errorf("%w: lease %016x of key %s expired", election.ErrSessionLost, uint64(c.lease), c.key))
 			return

@@ -17,7 +17,7 @@ import (
 
 const patience = 10 * time.Second
 
-func newClient(t *testing.T, eps []string) *clientv3.Client {
+func newClient(t testing.TB, eps []string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
