@@ -349,8 +349,8 @@ func (e *Elector) waitDelete(ctx context.Context, c *candidacy, key string, rev 
 // request by which etcd confirmed the lease (the grant or a keepalive): etcd
 // keeps the lease, hence the key, at least TTL after it received that
 // request. If that leaves less than half a lease window, a keepalive is
-// sent first and its send time counts instead. The keepalive loop renews at
-// once after the Term starts.
+// sent first and its send time counts instead. The keepalive loop renews
+// one interval (a third of the window) after that renewal.
 func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, error) {
 	e.mu.Lock()
 	sent := c.renewed
@@ -416,7 +416,10 @@ func (e *Elector) keepAlive(c *candidacy) {
 			clock = c.clock
 			e.mu.Unlock()
 			termDone = clock.Term().Done()
-			tm.Reset(0) // renew at once: the Term may have started from an older renewal
+			e.mu.Lock()
+			renewed := c.renewed
+			e.mu.Unlock()
+			tm.Reset(time.Until(renewed.Add(interval))) // one interval after the renewal the Term counts from
 			continue
 		case <-termDone:
 			e.withdraw(c, clock.Term().Err())
