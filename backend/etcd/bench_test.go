@@ -106,4 +106,3 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(ms(0.99), "p99-ms")
 	b.ReportMetric(0, "ns/op")
 }
-

@@ -1,40 +1,22 @@
 package etcd_test
 
 import (
-	"net/url"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
 	"github.com/electkit/election/electiontest"
+	"github.com/electkit/election/internal/embedetcd"
+	"github.com/electkit/election/internal/etcdtest"
 )
 
 func startEtcd(t testing.TB) []string {
 	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	u, _ := url.Parse("http://127.0.0.1:0")
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*u}, []url.URL{*u}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*u}, []url.URL{*u}
-	cfg.InitialCluster = cfg.Name + "=http://127.0.0.1:0"
-	cfg.TickMs, cfg.ElectionMs = 50, 500
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready")
-	}
-	return []string{"http://" + e.Clients[0].Addr().String()}
+	return etcdtest.New(t, embedetcd.Config{}).Endpoints()
 }
 
 type etcdElection struct {

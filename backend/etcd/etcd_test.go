@@ -428,4 +428,3 @@ func TestLeaderCmpAndProclaim(t *testing.T) {
 		t.Errorf("LeaderCmp(other's term) = %v", err)
 	}
 }
-
