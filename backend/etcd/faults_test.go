@@ -1,0 +1,279 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/internal/embedetcd"
+	"github.com/electkit/election/internal/etcdtest"
+)
+
+// termEnd records when a Term's Done closed, on the monotonic clock.
+func termEnd(t *election.Term) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	go func() {
+		<-t.Done()
+		ch <- time.Now()
+	}()
+	return ch
+}
+
+// A leader whose client is cut off from the whole cluster steps down
+// before the next candidate's Campaign returns (P3), both instants read
+// from this process's monotonic clock.
+func TestPartitionedLeaderStepsDownFirst(t *testing.T) {
+	t.Parallel() // mostly waiting on member shutdowns
+	c := etcdtest.NewCluster(t, 3, embedetcd.Config{})
+	ms := c.Members()
+	cut := etcdtest.Client(t, []string{ms[0].Endpoint})
+	rest := etcdtest.Client(t, []string{ms[1].Endpoint, ms[2].Endpoint})
+	a := newElector(t, cut, "/partition", "a")
+	b := newElector(t, rest, "/partition", "b")
+	ctx := ctxT(t)
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aEnd := termEnd(ta)
+	rb := campaignAsync(ctx, b)
+	waitKeys(t, rest, "/partition/", 2)
+	ms[0].Blackhole()
+	defer ms[0].Unblackhole()
+	r := await(t, rb)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var doneAt time.Time
+	select {
+	case doneAt = <-aEnd:
+	case <-time.After(patience):
+		t.Fatal("the cut-off leader's Term never ended")
+	}
+	if !doneAt.Before(r.at) {
+		t.Fatalf("a's Term ended %v after b's Campaign returned", doneAt.Sub(r.at))
+	}
+	if !errors.Is(ta.Err(), election.ErrLeaseExpired) {
+		t.Errorf("a's Term ended with %v, want ErrLeaseExpired", ta.Err())
+	}
+	if r.t.Token() <= ta.Token() {
+		t.Errorf("b's token %d not above a's %d", r.t.Token(), ta.Token())
+	}
+	t.Logf("a stepped down %v before b led; b led %v after a's deadline", r.at.Sub(doneAt), r.at.Sub(ta.Deadline()))
+}
+
+// Killing etcd's own Raft leader does not give two candidates valid Terms
+// at once, and the election works afterwards.
+func TestEtcdLeaderKilled(t *testing.T) {
+	t.Parallel() // mostly waiting on member shutdowns
+	c := etcdtest.NewCluster(t, 3, embedetcd.Config{})
+	ctx := ctxT(t)
+	ca := etcdtest.Client(t, c.Endpoints())
+	cb := etcdtest.Client(t, c.Endpoints())
+	a := newElector(t, ca, "/kill", "a")
+	b := newElector(t, cb, "/kill", "b")
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aEnd := termEnd(ta)
+	rb := campaignAsync(ctx, b)
+	waitKeys(t, cb, "/kill/", 2)
+	old := etcdtest.WaitLeader(t, c, patience)
+	c.Members()[old].Stop()
+	if now := etcdtest.WaitLeader(t, c, patience); now == old {
+		t.Fatalf("member %d still leads after it was stopped", old)
+	}
+	// Whatever the lease did meanwhile, a handover works now, and b's Term
+	// never overlaps a's.
+	if err := a.Resign(ctx); err != nil && ta.Err() == nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if doneAt := <-aEnd; !doneAt.Before(r.at) {
+		t.Fatalf("a's Term ended %v after b's Campaign returned", doneAt.Sub(r.at))
+	}
+	if r.t.Token() <= ta.Token() {
+		t.Errorf("b's token %d not above a's %d", r.t.Token(), ta.Token())
+	}
+	if l, err := b.Leader(ctx); err != nil || l.ID != "b" {
+		t.Errorf("Leader() = %v, %v; want b", l, err)
+	}
+}
+
+// An observer whose member goes away while the election moves on and the
+// history is compacted (etcd-io/etcd#7815, #18163) reads again when it is
+// back and reports the newest leader.
+func TestObserveSurvivesCompaction(t *testing.T) {
+	t.Parallel() // mostly waiting on member shutdowns
+	c := etcdtest.NewCluster(t, 3, embedetcd.Config{})
+	ms := c.Members()
+	admin := etcdtest.Client(t, []string{ms[0].Endpoint, ms[1].Endpoint})
+	obsCli := etcdtest.Client(t, []string{ms[2].ClientURL}) // direct: a stopped member closes its connections
+	obs := newElector(t, obsCli, "/compact", "obs")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*patience)
+	defer cancel()
+	start := time.Now()
+	a := newElector(t, admin, "/compact", "a")
+	b := newElector(t, admin, "/compact", "b")
+	changes := obs.Observe(ctx)
+	next := func() election.Leader {
+		t.Helper()
+		select {
+		case l, ok := <-changes:
+			if !ok {
+				t.Fatal("Observe closed")
+			}
+			return l
+		case <-time.After(2 * patience):
+			t.Fatal("no Observe update")
+		}
+		return election.Leader{}
+	}
+	if l := next(); !l.IsZero() {
+		t.Fatalf("first value %v, want none", l)
+	}
+	if _, err := a.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := next(); l.ID != "a" {
+		t.Fatalf("observed %v, want a", l)
+	}
+	t.Logf("a observed at %v", time.Since(start))
+	ms[2].Stop()
+	t.Logf("stopped at %v", time.Since(start))
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := b.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("b leads at %v", time.Since(start))
+	for i := range 20 { // history past the observer's revision
+		if _, err := admin.Put(ctx, "/other/x", string(rune('a'+i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := admin.Get(ctx, "/other/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("compacted at %v", time.Since(start))
+	if err := ms[2].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted at %v", time.Since(start))
+	for {
+		l := next()
+		if l.ID == "b" {
+			t.Logf("observed b at %v", time.Since(start))
+			if l.Token != tb.Token() {
+				t.Fatalf("observed b with token %d, want %d", l.Token, tb.Token())
+			}
+			break
+		}
+		if l.ID == "a" {
+			t.Fatal("observed the old leader again after the gap")
+		}
+	}
+	if l, err := obs.Leader(ctx); err != nil || l.ID != "b" {
+		t.Errorf("Leader() = %v, %v; want b", l, err)
+	}
+}
+
+// With TLS client certificates and etcd auth, a user whose role covers the
+// election prefix campaigns; a user without permission gets a clear error
+// at once; a waiter survives its auth token expiring (etcd-io/etcd#17623).
+func TestTLSAndAuth(t *testing.T) {
+	tlsFiles, err := embedetcd.NewTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := etcdtest.New(t, embedetcd.Config{TLS: tlsFiles, AuthTokenTTL: 1})
+	tc, err := tlsFiles.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	withTLS := func(user, pass string) func(*clientv3.Config) {
+		return func(c *clientv3.Config) { c.TLS, c.Username, c.Password = tc.Clone(), user, pass }
+	}
+	root := etcdtest.Client(t, srv.Endpoints(), withTLS("", ""))
+	if err := embedetcd.EnableAuth(ctx, root, "rootpw"); err != nil {
+		t.Fatal(err)
+	}
+	admin := etcdtest.Client(t, srv.Endpoints(), withTLS("root", "rootpw"))
+	if err := embedetcd.AddUser(ctx, admin, "sched", "pw1", "/app/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := embedetcd.AddUser(ctx, admin, "intruder", "pw2", "/elsewhere/"); err != nil {
+		t.Fatal(err)
+	}
+	a := newElector(t, etcdtest.Client(t, srv.Endpoints(), withTLS("sched", "pw1")), "/app/leader", "a")
+	// A long TTL: the waiter renews every ~3 s, long after its 1 s token expired.
+	b := newElector(t, etcdtest.Client(t, srv.Endpoints(), withTLS("sched", "pw1")), "/app/leader", "b", election.WithTTL(10*time.Second))
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := campaignAsync(ctx, b)
+	ks := waitKeys(t, admin, "/app/leader/", 2)
+	// Wait until b's lease has been renewed after staying idle for more
+	// than twice the token TTL: its client has had to get a new token.
+	kv, err := admin.Get(ctx, ks[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease := clientv3.LeaseID(kv.Kvs[0].Lease)
+	sawLow := false
+	for deadline := time.Now().Add(patience); ; {
+		ttl, err := admin.TimeToLive(ctx, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl.TTL <= 7 {
+			sawLow = true
+		} else if sawLow {
+			break // renewed after ≥ 3 s idle
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's lease was not renewed after its token expired (TTL %d)", ttl.TTL)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb)
+	if r.err != nil {
+		t.Fatalf("the waiter did not survive its token expiring: %v", r.err)
+	}
+	if r.t.Token() <= ta.Token() {
+		t.Errorf("token %d after %d", r.t.Token(), ta.Token())
+	}
+
+	intruder := newElector(t, etcdtest.Client(t, srv.Endpoints(), withTLS("intruder", "pw2")), "/app/leader", "x")
+	start := time.Now()
+	_, err = intruder.Campaign(ctx)
+	if err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("Campaign without permission = %v, want a permission-denied error", err)
+	}
+	if time.Since(start) > patience/2 {
+		t.Errorf("the refusal took %v", time.Since(start))
+	}
+	if ks := keys(t, admin, "/app/leader/"); len(ks) != 1 {
+		t.Errorf("keys after the refused Campaign: %q", ks)
+	}
+}
