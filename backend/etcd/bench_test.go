@@ -2,7 +2,9 @@ package etcd_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -105,4 +107,116 @@ func reportPercentiles(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(ms(0.50), "p50-ms")
 	b.ReportMetric(ms(0.99), "p99-ms")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkCrashFailover measures a leader's crash (its client closed, no
+// Resign) → the waiting candidate's Campaign returning, with TTL 2 s.
+//
+//	go test ./backend/etcd -run '^$' -bench CrashFailover -benchtime 20x
+func BenchmarkCrashFailover(b *testing.B) {
+	eps := startEtcd(b)
+	ctx := context.Background()
+	waiterCli := newClient(b, eps)
+	lat := make([]time.Duration, 0, b.N)
+	for i := range b.N {
+		name := fmt.Sprintf("/bench/crash/%d", i)
+		leaderCli := newClient(b, eps)
+		l, err := etcd.New(leaderCli, name, election.WithID("l"), election.WithTTL(2*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		w, err := etcd.New(waiterCli, name, election.WithID("w"), election.WithTTL(2*time.Second))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := l.Campaign(ctx); err != nil {
+			b.Fatal(err)
+		}
+		done := make(chan time.Time, 1)
+		go func() {
+			if _, err := w.Campaign(ctx); err != nil {
+				b.Error(err)
+			}
+			done <- time.Now()
+		}()
+		time.Sleep(100 * time.Millisecond) // let the waiter queue
+		start := time.Now()
+		leaderCli.Close()
+		lat = append(lat, (<-done).Sub(start))
+		l.Close()
+		w.Close()
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)-1].Milliseconds()), "max-ms")
+	reportPercentiles(b, lat)
+}
+
+// BenchmarkManyCandidates registers 500 candidates sharing one client,
+// then hands over 20 times: it reports the registration time, the queue
+// reads per handover (P9: one), and goroutines and heap per idle
+// candidate.
+//
+//	go test ./backend/etcd -run '^$' -bench ManyCandidates -benchtime 1x
+func BenchmarkManyCandidates(b *testing.B) {
+	eps := startEtcd(b)
+	const n, handovers = 500, 20
+	for range b.N {
+		cli := newClient(b, eps)
+		ctx := context.Background()
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		g0 := runtime.NumGoroutine()
+		es := make([]*etcd.Elector, n)
+		won := make(chan int, n)
+		start := time.Now()
+		for i := range es {
+			e, err := etcd.New(cli, "/bench/many", election.WithID(fmt.Sprintf("c%d", i)), election.WithTTL(10*time.Second))
+			if err != nil {
+				b.Fatal(err)
+			}
+			es[i] = e
+			go func() {
+				_, err := e.Campaign(ctx)
+				if err != nil {
+					if !errors.Is(err, election.ErrClosed) {
+						b.Error(err)
+					}
+					return
+				}
+				won <- i
+			}()
+		}
+		var reads int64
+		for reads < n { // every candidate has read its queue once
+			time.Sleep(10 * time.Millisecond)
+			reads = 0
+			for _, e := range es {
+				reads += etcd.Reads(e)
+			}
+		}
+		register := time.Since(start)
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		g1 := runtime.NumGoroutine()
+		for range handovers + 1 { // the first leader, then one per handover
+			if err := es[<-won].Resign(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		<-won // the last handover's leader
+		var total int64
+		for _, e := range es {
+			total += etcd.Reads(e)
+		}
+		b.ReportMetric(float64(register.Milliseconds()), "register-ms")
+		b.ReportMetric(float64(total-n)/handovers, "reads/handover")
+		b.ReportMetric(float64(g1-g0)/n, "goroutines/candidate")
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n/1024, "heap-KiB/candidate")
+		b.ReportMetric(0, "ns/op")
+		for _, e := range es {
+			e.Close()
+		}
+	}
 }

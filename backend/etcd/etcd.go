@@ -215,6 +215,9 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 		}
 		pred, rev, err := e.predecessor(ctx, c)
 		if err != nil {
+			if ierr := e.interrupted(ctx, c); ierr != nil {
+				return nil, ierr // Close or Resign may have deleted the key meanwhile
+			}
 			if errors.Is(err, election.ErrSessionLost) {
 				return nil, err
 			}
@@ -252,10 +255,13 @@ func (e *Elector) interrupted(ctx context.Context, c *candidacy) error {
 	select {
 	case <-e.closing:
 		return election.ErrClosed
-	case <-c.stop:
-		return election.ErrResigned
 	case <-c.lost:
 		return c.lostErr
+	default:
+	}
+	select {
+	case <-c.stop:
+		return election.ErrResigned
 	default:
 	}
 	return ctx.Err()
@@ -332,13 +338,12 @@ func (e *Elector) waitDelete(ctx context.Context, c *candidacy, key string, rev 
 				}
 			}
 		case <-ctx.Done():
-			return ctx.Err()
 		case <-e.closing:
-			return election.ErrClosed
 		case <-c.stop:
-			return election.ErrResigned
 		case <-c.lost:
-			return c.lostErr
+		}
+		if err := e.interrupted(ctx, c); err != nil {
+			return err
 		}
 	}
 }
