@@ -13,6 +13,8 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
+	"github.com/electkit/election/internal/embedetcd"
+	"github.com/electkit/election/internal/etcdtest"
 )
 
 // candidate is what the handover benchmark needs of either library.
@@ -33,12 +35,19 @@ func (c theirs) resign(ctx context.Context) error   { return c.e.Resign(ctx) }
 
 // BenchmarkHandover measures Resign → the waiting candidate's Campaign
 // returning, for this package and etcd's concurrency.Election on the same
-// embedded single-member etcd, with the waiter having started waiting 20 ms
-// or 300 ms before the Resign. Reported: p50 and p99 in milliseconds.
+// embedded etcd (one member; three members, each client through all three
+// members' proxies), with the waiter having started waiting 20 ms or 300 ms
+// before the Resign. Reported: p50 and p99 in milliseconds.
 //
 //	go test ./backend/etcd -run '^$' -bench Handover -benchtime 100x
 func BenchmarkHandover(b *testing.B) {
-	eps := startEtcd(b)
+	b.Run("members=1", func(b *testing.B) { benchHandover(b, startEtcd(b)) })
+	b.Run("members=3", func(b *testing.B) {
+		benchHandover(b, etcdtest.NewCluster(b, 3, embedetcd.Config{}).Endpoints())
+	})
+}
+
+func benchHandover(b *testing.B, eps []string) {
 	for _, wait := range []time.Duration{20 * time.Millisecond, 300 * time.Millisecond} {
 		for _, lib := range []string{"election", "concurrency"} {
 			b.Run(fmt.Sprintf("waited=%v/%s", wait, lib), func(b *testing.B) {
