@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -53,12 +54,16 @@ func Dial(ctx context.Context, dc DialConfig, path string, opts ...election.Opti
 		return nil, err
 	}
 	kick := make(chan struct{}, 1)
+	var blip atomic.Bool
 	granted := make(chan time.Duration, 1)
 	log := &connLogger{log: o.Logger, granted: granted}
 	conn, _, err := gozk.Connect(dc.Servers, o.TTL, gozk.WithLogger(log), gozk.WithLogInfo(true),
 		gozk.WithEventCallback(func(ev gozk.Event) {
 			if ev.Type != gozk.EventSession {
 				return
+			}
+			if ev.State == gozk.StateDisconnected || ev.State == gozk.StateExpired {
+				blip.Store(true)
 			}
 			select {
 			case kick <- struct{}{}:
@@ -96,6 +101,7 @@ func Dial(ctx context.Context, dc DialConfig, path string, opts ...election.Opti
 	}
 	e.ownsConn = true
 	e.kick = kick
+	e.blip = &blip
 	return e, nil
 }
 

@@ -116,6 +116,7 @@ type Elector struct {
 	log      *slog.Logger
 	ownsConn bool          // made by Dial: Close closes it
 	kick     chan struct{} // Dial's session events wake the leader's watch at once
+	blip     *atomic.Bool  // Dial's session events: the connection was lost since the leader last looked
 
 	sem     chan struct{} // one Campaign at a time
 	closing chan struct{}
@@ -317,16 +318,14 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 			}
 			continue
 		case errors.Is(cerr, gozk.ErrConnectionClosed), errors.Is(cerr, gozk.ErrNoServer):
-			// The reply may be lost while the node exists: look for it by GUID.
-			found, err := e.findGUID(ctx, guid)
+			// The reply may be lost while the node exists: look for it by
+			// GUID until the answer is certain; never create blindly.
+			found, err := e.findGUIDRetry(ctx, guid)
 			if err != nil {
-				if ctx.Err() != nil || errors.Is(err, election.ErrClosed) {
-					return nil, e.findAndDrop(guid, err)
-				}
-				continue
+				return nil, e.findAndDrop(guid, err)
 			}
 			if found == "" {
-				continue // not created: create again
+				continue // not created (or gone with an expired session): create again
 			}
 			node = found
 		case errors.Is(cerr, gozk.ErrSessionExpired):
@@ -415,6 +414,26 @@ func (e *Elector) findGUID(ctx context.Context, guid string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// findGUIDRetry is findGUID, retried until it answers or waiting must
+// stop.
+func (e *Elector) findGUIDRetry(ctx context.Context, guid string) (string, error) {
+	for {
+		found, err := e.findGUID(ctx, guid)
+		if err == nil {
+			return found, nil
+		}
+		if errors.Is(err, gozk.ErrClosing) {
+			return "", fmt.Errorf("%w: the ZooKeeper connection was closed", election.ErrSessionLost)
+		}
+		if errors.Is(err, gozk.ErrNoAuth) {
+			return "", fmt.Errorf("zk election %s: %w", e.path, err)
+		}
+		if perr := e.pause(ctx, nil, retryDelay); perr != nil {
+			return "", perr
+		}
+	}
 }
 
 // ensurePath creates the election path and its missing parents, as
@@ -634,6 +653,9 @@ func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy)
 // Term's deadline counts from its send time. It then starts the leader's
 // heartbeats.
 func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, error) {
+	if e.blip != nil {
+		e.blip.Store(false) // a disconnect before this Term is not this Term's
+	}
 	sent, err := e.check(ctx, e.closing, c)
 	if err != nil {
 		return nil, e.stopped(ctx, c, err)
@@ -730,6 +752,9 @@ func (e *Elector) lead(c *candidacy, clock *election.LeaseClock, renewed time.Ti
 		}
 		// A look at the connection.
 		st, sid := e.conn.State(), e.conn.SessionID()
+		if e.blip != nil && e.blip.Swap(false) && st == gozk.StateHasSession && e.cfg.Policy == StepDownOnDisconnect {
+			st = gozk.StateDisconnected // lost and regained between two looks
+		}
 		switch {
 		case sid != c.session && sid != 0, st == gozk.StateExpired:
 			clock.End(fmt.Errorf("%w: session %#x of node %s expired", election.ErrSessionLost, c.session, c.node))

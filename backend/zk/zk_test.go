@@ -119,9 +119,9 @@ func TestConformance(t *testing.T) {
 		},
 		// Session timeout, plus up to a tick for the server's expiry
 		// buckets, plus the watch and the confirming check.
-		Failover: ttl + time.Second,
-		Patience: patience,
-		Handover: 2 * time.Second,
+		Failover:  ttl + time.Second,
+		Patience:  patience,
+		Handover:  2 * time.Second,
 		Handovers: 30,
 	})
 }

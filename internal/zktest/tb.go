@@ -1,18 +1,11 @@
 package zktest
 
 import (
-	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
-	"strconv"
-	"sync"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
-	"go.etcd.io/etcd/pkg/v3/proxy"
-	"go.uber.org/zap"
 )
 
 // TB is the part of testing.TB the helpers use.
@@ -65,87 +58,6 @@ func NewEnsemble(tb TB, n int) *Ensemble {
 	}
 	tb.Cleanup(e.Stop)
 	return e
-}
-
-// Proxy is a TCP proxy on 127.0.0.1 in front of one server: clients that
-// connect through Addr can be cut off from it (Cut) and let through again
-// (Heal). A cut is silent, as a network partition is: bytes are dropped in
-// both directions and no connection is closed, so the client notices only
-// by its own timeouts and the server expires the session.
-type Proxy struct {
-	Addr string // where clients connect: 127.0.0.1:port
-	To   string // the server's address
-	p    proxy.Server
-	done sync.WaitGroup
-}
-
-// NewProxy starts a proxy in front of the server at to, closed in tb's
-// Cleanup.
-func NewProxy(tb TB, to string) *Proxy {
-	tb.Helper()
-	var errs []error
-	for range 5 {
-		ports, err := freePorts(1)
-		if err != nil {
-			tb.Fatalf("zktest: proxy: %v", err)
-			return nil
-		}
-		from := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
-		p := proxy.NewServer(proxy.ServerConfig{
-			Logger: zap.NewNop(),
-			From:   url.URL{Scheme: "tcp", Host: from},
-			To:     url.URL{Scheme: "tcp", Host: to},
-		})
-		select {
-		case <-p.Ready():
-		case <-p.Done():
-			select {
-			case err := <-p.Error():
-				errs = append(errs, err)
-			default:
-				errs = append(errs, fmt.Errorf("proxy on %s closed before listening", from))
-			}
-			continue
-		case <-time.After(5 * time.Second):
-			p.Close()
-			tb.Fatalf("zktest: proxy on %s not ready", from)
-			return nil
-		}
-		px := &Proxy{Addr: from, To: to, p: p}
-		px.done.Add(1)
-		go func() { // the proxy stops forwarding once its error buffer is full
-			defer px.done.Done()
-			for {
-				select {
-				case <-p.Done():
-					return
-				case <-p.Error():
-				}
-			}
-		}()
-		tb.Cleanup(px.Close)
-		return px
-	}
-	tb.Fatalf("zktest: proxy to %s: %v", to, errors.Join(errs...))
-	return nil
-}
-
-// Cut drops every byte in both directions until Heal.
-func (p *Proxy) Cut() {
-	p.p.BlackholeTx()
-	p.p.BlackholeRx()
-}
-
-// Heal forwards bytes again.
-func (p *Proxy) Heal() {
-	p.p.UnblackholeTx()
-	p.p.UnblackholeRx()
-}
-
-// Close stops the proxy and closes its connections. Safe to call twice.
-func (p *Proxy) Close() {
-	p.p.Close()
-	p.done.Wait()
 }
 
 // Conn connects to servers with the given session timeout, waits until the
