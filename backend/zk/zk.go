@@ -124,6 +124,8 @@ type Elector struct {
 	stopBg  context.CancelFunc
 	wg      sync.WaitGroup // goroutines Close waits for
 	io      sync.WaitGroup // goroutines running a ZooKeeper request
+	ioMu    sync.Mutex     // orders io.Add before Close's io.Wait
+	ioShut  bool           // Close waits for io: no new request may start
 	reads   atomic.Int64   // children listings and watches set while waiting (P9)
 
 	mu      sync.Mutex
@@ -203,13 +205,16 @@ func (e *Elector) Reads() int64 { return e.reads.Load() }
 // do runs op, a blocking request of the ZooKeeper client (which takes no
 // context), on its own goroutine and waits for it, for ctx, or for stop
 // (nil: never). An abandoned request goes on until the client answers or
-// is closed; its result is dropped.
+// is closed; its result is dropped. The variables op writes may be read
+// only when do returned nil (then op has returned); never written after.
 func (e *Elector) do(ctx context.Context, stop <-chan struct{}, op func()) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	done := make(chan struct{})
-	e.io.Add(1)
+	if !e.ioStart() {
+		return election.ErrClosed
+	}
 	go func() {
 		defer e.io.Done()
 		defer close(done)
@@ -223,6 +228,18 @@ func (e *Elector) do(ctx context.Context, stop <-chan struct{}, op func()) error
 	case <-stop:
 		return election.ErrClosed
 	}
+}
+
+// ioStart counts a new request goroutine, unless Close has begun waiting
+// for them.
+func (e *Elector) ioStart() bool {
+	e.ioMu.Lock()
+	defer e.ioMu.Unlock()
+	if e.ioShut {
+		return false
+	}
+	e.io.Add(1)
+	return true
 }
 
 // Campaign implements election.Elector: it creates the candidate's node
@@ -373,12 +390,13 @@ func (e *Elector) adopt(ctx context.Context, node string) (*candidacy, error) {
 		leader: election.Leader{ID: e.o.ID, Value: e.o.Value, Priority: e.o.Priority, Token: uint64(st.Czxid)},
 		stop:   make(chan struct{})}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
-		e.pending = append(e.pending, node)
+		e.mu.Unlock()
+		e.drop(node) // Close waits for this Campaign before its last deletes
 		return nil, election.ErrClosed
 	}
 	e.cand = c
+	e.mu.Unlock()
 	return c, nil
 }
 
@@ -462,12 +480,29 @@ func (e *Elector) ensurePath(ctx context.Context) error {
 // ahead of c's (P9).
 func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error) {
 	skip := map[string]bool{} // persistent nodes: they never go, so they never block
+	headGone := false         // the node just gone headed the order: c may lead now
 	for {
 		if err := e.interrupted(ctx, c); err != nil {
 			return nil, err
 		}
 		if sid := e.conn.SessionID(); sid != c.session && sid != 0 {
 			return nil, fmt.Errorf("%w: session %#x of node %s was replaced by %#x", errNodeGone, c.session, c.node, sid)
+		}
+		// When the leader just went, the confirming check goes out with
+		// the listing rather than after it: a handover costs one round
+		// trip after the watch event, not two. The check proves c's node
+		// alive at a moment after its send time, the listing that no node
+		// is ahead of it; nodes ahead cannot appear later, so together
+		// they confirm c as leader from the check's send time on (P4).
+		var early chan checked
+		if headGone && e.ioStart() {
+			early = make(chan checked, 1)
+			go func() {
+				defer e.io.Done()
+				sent, err := e.check(ctx, e.closing, c)
+				early <- checked{sent, err}
+			}()
+			headGone = false
 		}
 		var names []string
 		var err error
@@ -498,8 +533,24 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 		if !found {
 			return nil, fmt.Errorf("%w: node %s is no longer a child of %s", errNodeGone, c.name, e.path)
 		}
+		predIsHead := pred != ""
+		for _, ch := range order {
+			if ch.name == pred {
+				break
+			}
+			if !skip[ch.name] {
+				predIsHead = false
+				break
+			}
+		}
 		if pred == "" {
-			t, err := e.confirm(ctx, c)
+			var t *election.Term
+			if early != nil {
+				r := <-early // returns promptly: check gives up on ctx and Close
+				t, err = e.begin(ctx, c, r.sent, r.err)
+			} else {
+				t, err = e.confirm(ctx, c)
+			}
 			if err == nil {
 				return t, nil
 			}
@@ -522,8 +573,14 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 			e.log.Warn("zk election: skipping a persistent node in the election's order; it never leads", "path", e.path+"/"+pred)
 			skip[pred] = true
 		}
-		_ = gone // in every case: list again
+		headGone = gone && predIsHead // in every case: list again
 	}
+}
+
+// checked is the outcome of a check sent ahead of the listing.
+type checked struct {
+	sent time.Time
+	err  error
 }
 
 // waitGone watches the node pred (a child of the election path) until it
@@ -653,10 +710,15 @@ func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy)
 // Term's deadline counts from its send time. It then starts the leader's
 // heartbeats.
 func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, error) {
+	sent, err := e.check(ctx, e.closing, c)
+	return e.begin(ctx, c, sent, err)
+}
+
+// begin starts c's Term from a check sent at sent with outcome err.
+func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err error) (*election.Term, error) {
 	if e.blip != nil {
 		e.blip.Store(false) // a disconnect before this Term is not this Term's
 	}
-	sent, err := e.check(ctx, e.closing, c)
 	if err != nil {
 		return nil, e.stopped(ctx, c, err)
 	}
@@ -840,9 +902,10 @@ func (e *Elector) drop(node string) {
 // pending: Campaign, Resign and Close try again, and meanwhile it goes
 // with its session at the latest.
 func (e *Elector) deleteNode(ctx context.Context, node string) error {
-	var err error
-	if derr := e.do(ctx, nil, func() { err = e.conn.Delete(node, -1) }); derr != nil {
-		err = derr
+	var rerr error
+	err := e.do(ctx, nil, func() { rerr = e.conn.Delete(node, -1) })
+	if err == nil {
+		err = rerr
 	}
 	if err == nil || errors.Is(err, gozk.ErrNoNode) {
 		e.unpend(node)
@@ -882,9 +945,10 @@ func (e *Elector) reap() {
 			e.mu.Unlock()
 			for _, p := range pending {
 				ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
-				var err error
-				if derr := e.do(ctx, nil, func() { err = e.conn.Delete(p, -1) }); derr != nil {
-					err = derr
+				var rerr error
+				err := e.do(ctx, nil, func() { rerr = e.conn.Delete(p, -1) })
+				if err == nil {
+					err = rerr
 				}
 				cancel()
 				if err == nil || errors.Is(err, gozk.ErrNoNode) {
@@ -974,6 +1038,10 @@ func (e *Elector) Close() error {
 	if c != nil {
 		e.end(c, election.ErrClosed)
 	}
+	// A running Campaign sees closing at once and returns, after deleting
+	// any node it made meanwhile; wait for it, so that no node outlives
+	// Close.
+	e.sem <- struct{}{}
 	if e.conn.State() != gozk.StateDisconnected || e.ownsConn {
 		ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
 		_ = e.deletePending(ctx) // logged; the nodes go with the session
@@ -992,6 +1060,9 @@ func (e *Elector) Close() error {
 	if e.ownsConn {
 		e.conn.Close()
 	}
+	e.ioMu.Lock()
+	e.ioShut = true
+	e.ioMu.Unlock()
 	ioDone := make(chan struct{})
 	go func() { e.io.Wait(); close(ioDone) }()
 	select {
