@@ -531,7 +531,7 @@ func (g *guard) finish() {
 	g.ctlMu.Unlock()
 	g.kill()
 	for end := time.Now().Add(groupGoneWithin); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		if err := syscall.Kill(-g.pgid, 0); errors.Is(err, syscall.ESRCH) {
+		if !groupAlive(g.pgid) {
 			return
 		}
 	}
