@@ -36,7 +36,7 @@ const (
 // the window to spare for the renewal's round trip.
 func maxGrace(ttl time.Duration) time.Duration {
 	o := election.Options{TTL: ttl, Drift: election.DefaultDrift, Margin: election.DefaultMargin}
-	return o.Window()/2 - killMargin
+	return (o.Window()/2 - killMargin).Truncate(time.Millisecond)
 }
 
 func runCommandDef() *command {
