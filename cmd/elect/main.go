@@ -5,10 +5,14 @@
 //
 // Commands:
 //
-//	demo   a narrated story in real time: candidates campaign, the leader
-//	       hands over, then crashes, and another takes over after the lease
-//	sim    a classic algorithm (ring, bully) in the seeded simulator, with
-//	       its message counts next to the textbook formulas
+//	demo     a narrated story in real time: candidates campaign, the leader
+//	         hands over, then crashes, and another takes over after the lease
+//	run      keep one copy of a command running: run it only while leading,
+//	         and stop it before the lease can lapse
+//	observe  print every change of leader, one line each (or JSON lines)
+//	leader   print the current leader once (exit 3 when there is none)
+//	sim      a classic algorithm (ring, bully) in the seeded simulator, with
+//	         its message counts next to the textbook formulas
 //
 // "elect --help" lists the commands, "elect <command> --help" shows a
 // command's flags and an example, "elect --version" prints the version.
@@ -16,7 +20,8 @@
 // (--nodes: ELECTION_NODES); a flag on the command line wins.
 //
 // Exit codes: 0 success, 1 the command failed, 2 the command line (or the
-// environment) was wrong.
+// environment) was wrong; leader exits 3 when there is no leader, and run
+// has its own (the command's status, 125-127: see "elect run --help").
 package main
 
 import (

@@ -538,3 +538,49 @@ func TestRunUsageErrors(t *testing.T) {
 		t.Errorf("unreachable etcd: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// leader and observe reach an etcd that wants TLS client certificates and
+// a password, given by file or by ELECTION_PASSWORD; a wrong password is
+// a failure that says so.
+func TestLeaderTLSAndAuth(t *testing.T) {
+	files, err := embedetcd.NewTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := etcdtest.New(t, embedetcd.Config{TLS: files})
+	tc, err := files.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := etcdtest.Client(t, srv.Endpoints(), func(c *clientv3.Config) { c.TLS = tc })
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if err := embedetcd.EnableAuth(ctx, root, "rootpw"); err != nil {
+		t.Fatal(err)
+	}
+	admin := etcdtest.Client(t, srv.Endpoints(), func(c *clientv3.Config) { c.TLS, c.Username, c.Password = tc.Clone(), "root", "rootpw" })
+	if err := embedetcd.AddUser(ctx, admin, "sched", "pw1", "/app/"); err != nil {
+		t.Fatal(err)
+	}
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("pw1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"leader", "--name", "/app/leader", "--endpoints", srv.Endpoints()[0],
+		"--cacert", files.CAFile, "--cert", files.ClientCertFile, "--key", files.ClientKeyFile, "--user", "sched"}
+	if code, _, errOut := elect(t, append(base, "--password-file", pwFile)...); code != exitNoLeader {
+		t.Errorf("leader with --password-file: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv("ELECTION_PASSWORD", "pw1")
+	if code, _, errOut := elect(t, base...); code != exitNoLeader {
+		t.Errorf("leader with ELECTION_PASSWORD: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv("ELECTION_PASSWORD", "wrong")
+	if code, _, errOut := elect(t, base...); code != exitFailure || !strings.Contains(errOut, "authentication failed") {
+		t.Errorf("leader with a wrong password: exit %d, stderr %q", code, errOut)
+	}
+	os.Unsetenv("ELECTION_PASSWORD")
+	if code, _, errOut := elect(t, "leader", "--name", "/app/leader", "--endpoints", srv.Endpoints()[0], "--dial-timeout", "1s"); code != exitFailure {
+		t.Errorf("leader without TLS against a TLS server: exit %d, stderr %q", code, errOut)
+	}
+}
