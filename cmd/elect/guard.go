@@ -41,7 +41,8 @@ import (
 //
 // Protocol, one line each. elect → guard on fd 3: "deadline <mono ns>",
 // "stop". guard → elect on fd 4: "started <pid>", "error <message>",
-// "exit <code> <stopping>", "signal <number> <stopping>"; stopping is 1
+// "exit <code> <stopping>", "signal <number> <stopping>", and "killed 9 1"
+// just before the guard's own SIGKILL of the group; stopping is 1
 // when the guard had begun to stop the command, 0 when it ended on its own.
 const guardArg = "__elect-guard"
 
@@ -182,6 +183,7 @@ func guardMain(args []string) int {
 			stop(time.Time{})
 			killTimer.Reset(time.Until(killAt))
 		case <-killTimer.C:
+			say("killed %d 1", int(syscall.SIGKILL))
 			group(syscall.SIGKILL) // the guard too
 		case <-exited:
 			flag := 0

@@ -194,7 +194,7 @@ type runner struct {
 func (p *runPlan) run(ctx context.Context, stdout io.Writer) error {
 	sigs, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	r := &runner{p: p, stdout: stdout, stderr: p.f.stderr, sigs: sigs}
+	r := &runner{p: p, stdout: lockWriter(stdout), stderr: lockWriter(p.f.stderr), sigs: sigs}
 	opts := append(slices.Clone(p.opts),
 		election.WithLogger(warnLogger(r.stderr)),
 		election.WithAfterRenew(r.sink.renewed))
@@ -332,7 +332,9 @@ func (r *runner) lead(_ context.Context, t *election.Term) {
 	switch {
 	case why == stopSignal:
 		r.logf("stopped %s (%s); resigning", r.p.argv[0], st)
-	case why == stopTermEnded:
+	case why == stopTermEnded || t.Err() != nil && (st.stopping || !st.known):
+		// The guard may have acted first (elect was stopped past the
+		// deadline): either way the Term is over, and so is the command.
 		r.logf("leadership with token %d ended (%v): killed %s", t.Token(), t.Err(), r.p.argv[0])
 	case st.stopping:
 		// The guard stopped it: the lease was about to lapse. The Term may
@@ -378,6 +380,27 @@ func (r *runner) supervise(t *election.Term, g *guard) int {
 			g.kill()
 		}
 	}
+}
+
+// lockWriter returns w if it is a file (the guard and the command then
+// write to it directly), or w behind a mutex: elect's log lines and the
+// copy of the command's output then never write at once.
+func lockWriter(w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &lockedWriter{w: w}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // deadlineSink forwards each renewal's deadline to the guard of the
@@ -499,7 +522,7 @@ func startGuard(r *runner, t *election.Term) (*guard, error) {
 				continue
 			}
 			st := childStatus{known: true, stopping: stopping == 1, code: n}
-			if kind == "signal" {
+			if kind == "signal" || kind == "killed" {
 				st.signal, st.code = n, 128+n
 			}
 			g.status = st

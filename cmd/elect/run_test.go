@@ -229,12 +229,17 @@ func runPair(t *testing.T, name string, ignoreTerm bool, extra ...string) (a, b 
 
 // waitTakeover waits until a token larger than first's appears in the file,
 // and fails if the first leader's command is still running then.
-func waitTakeover(t *testing.T, out string, first entry) entry {
+// It also returns when it first saw the first command gone.
+func waitTakeover(t *testing.T, out string, first entry) (entry, time.Time) {
 	t.Helper()
 	var next entry
+	var gone time.Time
 	waitFor(t, "the next leader's command to write", func() bool {
 		es := readEntries(t, out) // first the file, then the process: no false alarm
 		stillAlive := alive(first.pid)
+		if !stillAlive && gone.IsZero() {
+			gone = time.Now()
+		}
 		for _, e := range es {
 			if e.token > first.token {
 				if stillAlive {
@@ -246,7 +251,7 @@ func waitTakeover(t *testing.T, out string, first entry) entry {
 		}
 		return false
 	})
-	return next
+	return next, gone
 }
 
 // kill -9 of the leader's elect: its guard stops the command at once, and
@@ -254,10 +259,13 @@ func waitTakeover(t *testing.T, out string, first entry) entry {
 func TestRunKilledLeader(t *testing.T) {
 	a, b, out, _ := runPair(t, "/test/kill", false)
 	first := readEntries(t, out)[0]
+	killed := time.Now()
 	if err := a.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	next := waitTakeover(t, out, first)
+	next, gone := waitTakeover(t, out, first)
+	t.Logf("a's command gone %v after kill -9 of a's elect", gone.Sub(killed).Round(time.Millisecond))
+	t.Logf("b's command wrote %v after the kill (TTL 2s)", time.Since(killed).Round(time.Millisecond))
 	if next.token <= first.token {
 		t.Errorf("token %d after %d", next.token, first.token)
 	}
@@ -283,10 +291,13 @@ func TestRunPausedLeader(t *testing.T) {
 	const name = "/test/pause"
 	a, b, out, cli := runPair(t, name, true, "--grace", "500ms")
 	first := readEntries(t, out)[0]
+	stopped := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	next := waitTakeover(t, out, first)
+	next, gone := waitTakeover(t, out, first)
+	t.Logf("a's command (ignoring SIGTERM) killed %v after SIGSTOP of a's elect", gone.Sub(stopped).Round(time.Millisecond))
+	t.Logf("b's command wrote %v after the SIGSTOP (TTL 2s)", time.Since(stopped).Round(time.Millisecond))
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +313,7 @@ func TestRunPausedLeader(t *testing.T) {
 	if code := b.wait(t); code != 0 {
 		t.Errorf("elect run b after SIGTERM: exit %d, want 0", code)
 	}
-	third := waitTakeover(t, out, next)
+	third, _ := waitTakeover(t, out, next)
 	if third.token <= next.token {
 		t.Errorf("token %d after %d", third.token, next.token)
 	}
@@ -335,13 +346,15 @@ func TestRunCommandExitResigns(t *testing.T) {
 	first := readEntries(t, out)[0]
 	b := startElect(t, "elect run b", env, append(args, writer(false)...)...)
 	waitFor(t, "b to campaign", func() bool { return keys(t, cli, "/test/exit") == 2 })
+	opened := time.Now()
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if code := a.wait(t); code != 7 {
 		t.Errorf("elect run a: exit %d, want the command's 7; stderr:\n%s", code, a.stderr.String())
 	}
-	next := waitTakeover(t, out, first)
+	next, _ := waitTakeover(t, out, first)
+	t.Logf("b's command wrote %v after a's command was told to exit (TTL 10s)", time.Since(opened).Round(time.Millisecond))
 	if took := time.Since(start); took >= 10*time.Second {
 		t.Errorf("b took over after %v: a did not resign", took)
 	}
