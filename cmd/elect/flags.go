@@ -39,13 +39,19 @@ type flagSet struct {
 	source map[string]string // flag name → "--name" or "ELECTION_NAME"
 	metas  map[string]string // flag name → placeholder of its value in the help
 	order  []string          // flag names in the order they were defined
+
+	// takesArgs lets arguments follow the flags (elect run -- CMD ARGS…);
+	// Args returns them.
+	takesArgs bool
+	// stderr is where a running command writes its diagnostics.
+	stderr io.Writer
 }
 
 func newFlagSet(name string) *flagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	return &flagSet{fs: fs, source: map[string]string{}, metas: map[string]string{}}
+	return &flagSet{fs: fs, source: map[string]string{}, metas: map[string]string{}, stderr: io.Discard}
 }
 
 // value is a flag.Value made of a parse function and a formatter.
@@ -156,6 +162,9 @@ func (f *flagSet) Bool(p *bool, name string, def bool, usage string) {
 	})
 }
 
+// Args returns the arguments after the flags.
+func (f *flagSet) Args() []string { return f.fs.Args() }
+
 // Given reports whether flag name was given, on the command line or in the
 // environment.
 func (f *flagSet) Given(name string) bool { return f.source[name] != "" }
@@ -194,7 +203,7 @@ func (f *flagSet) Parse(args []string, lookupEnv func(string) (string, bool)) er
 		}
 		return usagef("%s", rewordFlagError(err))
 	}
-	if f.fs.NArg() > 0 {
+	if f.fs.NArg() > 0 && !f.takesArgs {
 		return usagef("unexpected argument %q (flags start with --)", f.fs.Arg(0))
 	}
 	f.fs.Visit(func(fl *flag.Flag) { f.source[fl.Name] = "--" + fl.Name })

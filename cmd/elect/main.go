@@ -5,10 +5,14 @@
 //
 // Commands:
 //
-//	demo   a narrated story in real time: candidates campaign, the leader
-//	       hands over, then crashes, and another takes over after the lease
-//	sim    a classic algorithm (ring, bully) in the seeded simulator, with
-//	       its message counts next to the textbook formulas
+//	demo     a narrated story in real time: candidates campaign, the leader
+//	         hands over, then crashes, and another takes over after the lease
+//	run      keep one copy of a command running: run it only while leading,
+//	         and stop it before the lease can lapse
+//	observe  print every change of leader, one line each (or JSON lines)
+//	leader   print the current leader once (exit 3 when there is none)
+//	sim      a classic algorithm (ring, bully) in the seeded simulator, with
+//	         its message counts next to the textbook formulas
 //
 // "elect --help" lists the commands, "elect <command> --help" shows a
 // command's flags and an example, "elect --version" prints the version.
@@ -16,7 +20,8 @@
 // (--nodes: ELECTION_NODES); a flag on the command line wins.
 //
 // Exit codes: 0 success, 1 the command failed, 2 the command line (or the
-// environment) was wrong.
+// environment) was wrong; leader exits 3 when there is no leader, and run
+// has its own (the command's status, 125-127: see "elect run --help").
 package main
 
 import (
@@ -30,7 +35,12 @@ import (
 	"strings"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	if isGuard(os.Args) {
+		os.Exit(guardMain(os.Args))
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 // Exit codes.
 const (
@@ -55,7 +65,7 @@ type command struct {
 
 // commands lists elect's commands, in the order the help shows them.
 func commands() []*command {
-	return []*command{demoCommand(), simCommand()}
+	return []*command{demoCommand(), runCommandDef(), observeCommand(), leaderCommand(), simCommand()}
 }
 
 func lookup(name string) *command {
@@ -109,6 +119,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func runCommand(c *command, args []string, stdout, stderr io.Writer) int {
 	f := newFlagSet(c.name)
+	f.stderr = stderr
 	exec := c.setup(f)
 	if err := f.Parse(args, osLookupEnv); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -120,10 +131,33 @@ func runCommand(c *command, args []string, stdout, stderr io.Writer) int {
 	return report(c, exec(context.Background(), stdout), stderr)
 }
 
+// exitError makes a command exit with code, after writing err if it is
+// not nil.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
 // report writes err, if any, and returns the exit code it calls for.
 func report(c *command, err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "elect %s: %v\n", c.name, ee.err)
+		}
+		return ee.code
 	}
 	fmt.Fprintf(stderr, "elect %s: %v\n", c.name, err)
 	var ue *usageError

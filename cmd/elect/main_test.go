@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -10,6 +11,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// elect run starts the executable again as the guard of its command:
+	// in tests that run the command in-process, that is this test binary.
+	if isGuard(os.Args) {
+		os.Exit(guardMain(os.Args))
+	}
 	// The tests set the environment they need; a developer's own
 	// ELECTION_* variables must not leak into them.
 	for _, kv := range os.Environ() {
@@ -17,7 +23,20 @@ func TestMain(m *testing.M) {
 			os.Unsetenv(name)
 		}
 	}
-	goleak.VerifyTestMain(m)
+	dir, err := os.MkdirTemp("", "elect-test-")
+	if err != nil {
+		panic(err)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // elect runs the tool in-process and returns its exit code and output.
@@ -166,3 +185,7 @@ func TestEnvironment(t *testing.T) {
 		t.Fatalf("demo variable: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// binDir is a temporary directory for the elect binary the end-to-end
+// tests build once (electBinary).
+var binDir string
