@@ -17,10 +17,9 @@ import (
 // function defines the flags only it uses (etcd: --endpoints, the TLS files,
 // --user) and returns the function that opens a candidate with them.
 //
-// Adding a backend is one entry and one flags function: for ZooKeeper,
-// {name: "zk", flags: zkFlags} with zkFlags defining --servers and
-// --session-timeout and opening zk.New(conn, name, opts...) in a file of its
-// own. Flags of a backend not chosen are refused by name.
+// Adding a backend is one entry and one flags function in a file of its
+// own (store_etcd.go, store_zk.go). Flags of a backend not chosen are
+// refused by name.
 
 // storeBackend is a backend elect run, observe and leader can use.
 type storeBackend struct {
@@ -44,6 +43,7 @@ type opener func(ctx context.Context, f *flagSet, name string, opts []election.O
 // is --backend's default.
 var storeBackends = []storeBackend{
 	{name: "etcd", shared: true, summary: "an etcd cluster (backend/etcd)", flags: etcdFlags},
+	{name: "zk", shared: true, summary: "a ZooKeeper ensemble (backend/zk); --ttl is the session timeout", flags: zkFlags},
 	{name: "inmem", summary: "a one-candidate election inside this process, to try elect run without a server (backend/inmem)", flags: inmemFlags},
 }
 
