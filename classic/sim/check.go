@@ -209,7 +209,7 @@ func (c *checker) after(s *Sim) {
 		c.bestChecked = false
 		s.emit(record{op: recSettle, v: classic.View{Leader: st.Leader, Epoch: st.Epoch, HasLeader: true}})
 	}
-	if !c.bestChecked && !s.parted {
+	if !c.bestChecked && !s.divided() {
 		c.bestChecked = true
 		best, ok := s.bestLive()
 		switch {
@@ -274,7 +274,7 @@ func (c *checker) finish(s *Sim) {
 }
 
 func (c *checker) judgeLiveness(s *Sim, what string) {
-	if c.settledSince || s.parted {
+	if c.settledSince || s.divided() {
 		return
 	}
 	s.violate(CheckLiveness, what+"; "+s.describeViews())

@@ -118,6 +118,9 @@ type Config struct {
 	Fencing bool
 	// StopOnViolation makes Run and RunUntil return at the first violation.
 	StopOnViolation bool
+	// Topology, if set, is who can send to whom (see topology.go): a
+	// message along no edge is dropped as it is sent. Nil: everyone.
+	Topology classic.Graph
 	// TailLen is how many recent events a violation report shows; 0 means 24.
 	TailLen int
 }
@@ -283,6 +286,8 @@ type Sim struct {
 	actions []Action // payloads of scheduled actions, indexed by timer.ref
 	pending int      // actions and chaos events in timers (ticks excluded)
 
+	topo topology // Config.Topology, see topology.go
+
 	counts         []Count
 	inFlight       int64
 	inFlightElect  int64
@@ -347,6 +352,9 @@ func New(members []classic.Member, nodes []classic.Node, cfg Config) (*Sim, erro
 		if err := s.checkAction(a); err != nil {
 			return nil, fmt.Errorf("%w: Schedule[%d]: %w", ErrConfig, i, err)
 		}
+	}
+	if err := s.initTopology(); err != nil {
+		return nil, err
 	}
 	tail := cfg.TailLen
 	if tail == 0 {
@@ -589,6 +597,7 @@ func (s *Sim) act(a Action, strict bool) error {
 		if s.eligible[i] {
 			s.check.liveEligible--
 		}
+		s.resplit()
 	case OpRecover:
 		s.emit(record{op: recAction, node: a.ID, note: "recover"})
 		s.up[i] = true
@@ -596,6 +605,7 @@ func (s *Sim) act(a Action, strict bool) error {
 		if s.eligible[i] {
 			s.check.liveEligible++
 		}
+		s.resplit()
 		s.send(i, s.nodes[i].Recover())
 		// The node left the checks when it crashed: it comes back with
 		// whatever it believes now, changed or not.
@@ -664,6 +674,11 @@ func (s *Sim) send(i int32, out []classic.Message) {
 		if s.parted && s.group[i] != s.group[j] {
 			c.Dropped++
 			s.emit(record{op: recDropSend, m: *m, note: "partition"})
+			continue
+		}
+		if !s.linked(i, j) {
+			c.Dropped++
+			s.emit(record{op: recDropSend, m: *m, note: "no link"})
 			continue
 		}
 		if p := s.dropProb(); p > 0 && s.net.Float64() < p {

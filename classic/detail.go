@@ -1,0 +1,26 @@
+package classic
+
+import "fmt"
+
+// detail formats the fields of the tree, Chubby and ZooKeeper messages for
+// Message.String; ok is false for the other kinds.
+func (m Message) detail() (string, bool) {
+	switch m.Kind {
+	case TreeElection:
+		return fmt.Sprintf(" election=%d/N%d", m.Run, m.Initiator), true
+	case TreeAck:
+		switch m.Seq {
+		case treeChild:
+			return fmt.Sprintf(" election=%d/N%d best=%v", m.Run, m.Initiator, m.Cand), true
+		case treeSuperseded:
+			return fmt.Sprintf(" superseded by election=%d/N%d", m.Run, m.Initiator), true
+		}
+		return fmt.Sprintf(" election=%d/N%d (receipt)", m.Run, m.Initiator), true
+	case TreeLeader:
+		if m.Cand == (Rank{}) {
+			return fmt.Sprintf(" election=%d/N%d no leader", m.Run, m.Initiator), true
+		}
+		return fmt.Sprintf(" election=%d/N%d leader=%v epoch=%d", m.Run, m.Initiator, m.Cand, m.Epoch), true
+	}
+	return "", false
+}
