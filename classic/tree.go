@@ -219,8 +219,8 @@ func (t *Tree) SetEligible(eligible bool) []Message {
 		return t.initiate()
 	case !eligible && t.electing:
 		return t.initiate() // our status may have gone up already
-	case eligible && (!t.hasLeader || t.mem.members[t.leader].Rank().Less(t.rank)):
-		return t.initiate()
+	case eligible && (t.electing || !t.hasLeader || t.mem.members[t.leader].Rank().Less(t.rank)):
+		return t.initiate() // a running election may have passed us by
 	}
 	return nil
 }
