@@ -21,6 +21,14 @@ func (m Message) detail() (string, bool) {
 			return fmt.Sprintf(" election=%d/N%d no leader", m.Run, m.Initiator), true
 		}
 		return fmt.Sprintf(" election=%d/N%d leader=%v epoch=%d", m.Run, m.Initiator, m.Cand, m.Epoch), true
+	case VoteRequest:
+		return fmt.Sprintf(" term=%d cand=%v round=%d", m.Epoch, m.Cand, m.Seq), true
+	case Vote:
+		return fmt.Sprintf(" term=%d round=%d", m.Epoch, m.Seq), true
 	}
 	return "", false
+}
+
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 }

@@ -127,6 +127,14 @@ func moreCommand(s *sim.Sim, cmd string) string {
 			}
 			b.WriteByte('\n')
 		}
+	case "leases":
+		ls := s.Leases()
+		if len(ls) == 0 {
+			b.WriteString("no lease\n")
+		}
+		for _, l := range ls {
+			fmt.Fprintf(&b, "N%d term %d: t=%d..%d\n", l.Node, l.Term, l.From, l.Until)
+		}
 	}
 	return b.String()
 }

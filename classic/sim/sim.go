@@ -118,6 +118,11 @@ type Config struct {
 	Fencing bool
 	// StopOnViolation makes Run and RunUntil return at the first violation.
 	StopOnViolation bool
+	// AnyLeader: the algorithm elects some live eligible node, not
+	// necessarily the best (Chubby: whoever wins a majority first, and a
+	// master is not preempted while it keeps its lease). The leader check
+	// then only asks that the leader be eligible.
+	AnyLeader bool
 	// Topology, if set, is who can send to whom (see topology.go): a
 	// message along no edge is dropped as it is sent. Nil: everyone.
 	Topology classic.Graph
@@ -287,6 +292,8 @@ type Sim struct {
 	pending int      // actions and chaos events in timers (ticks excluded)
 
 	topo topology // Config.Topology, see topology.go
+
+	leases leases // Chubby's master leases, see lease.go
 
 	counts         []Count
 	inFlight       int64
@@ -718,6 +725,7 @@ func isElection(k classic.Kind) bool { return k != classic.Heartbeat && k != cla
 func (s *Sim) refresh(i int32) { s.refreshWith(i, s.nodes[i].View()) }
 
 func (s *Sim) refreshWith(i int32, v classic.View) {
+	s.checkLease(i) // lease.go
 	old := s.views[i]
 	if v == old {
 		return

@@ -52,7 +52,8 @@ var algorithms = map[string]algorithm{
 	// The ad hoc tree (on a complete graph unless a script or test gives a
 	// topology, see graph_test.go), Chubby's quorum lease, ZooKeeper's
 	// sequence/successor election.
-	"tree": func(cfg classic.Config) (classic.Node, error) { return classic.NewTree(cfg, nil) },
+	"tree":   func(cfg classic.Config) (classic.Node, error) { return classic.NewTree(cfg, nil) },
+	"chubby": func(cfg classic.Config) (classic.Node, error) { return classic.NewChubby(cfg) },
 
 	"toyring": func(cfg classic.Config) (classic.Node, error) {
 		return newToyRing(cfg.Members, indexOf(cfg.Members, cfg.ID)), nil
@@ -205,7 +206,7 @@ func (h *harness) exec(t *testing.T, td *datadriven.TestData) (string, error) {
 		} else {
 			tail = "not settled\n"
 		}
-	case "components":
+	case "components", "leases":
 		tail = moreCommand(h.s, td.Cmd)
 	case "violations":
 		vs := h.s.Violations()
@@ -290,6 +291,7 @@ func (h *harness) build(t *testing.T, td *datadriven.TestData, alg algorithm) (s
 		}
 	}
 	td.MaybeScanArgs(t, "settle", &cfg.SettleWithin)
+	cfg.AnyLeader = td.Cmd == "chubby" // whoever wins a majority
 	td.MaybeScanArgs(t, "maxtime", &cfg.MaxTime)
 	hb, timeout := 5, 20
 	td.MaybeScanArgs(t, "hb", &hb)
