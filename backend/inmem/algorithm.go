@@ -42,3 +42,13 @@ func newBully(cfg classic.Config) (classic.Node, error) {
 	}
 	return n, nil
 }
+
+// The ad hoc tree election (classic.NewTree) on the complete graph of the
+// members: every member is in range of every other in one process.
+var Tree = Algorithm{name: "tree", newNode: func(cfg classic.Config) (classic.Node, error) {
+	n, err := classic.NewTree(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}}
