@@ -25,6 +25,21 @@ func (m Message) detail() (string, bool) {
 		return fmt.Sprintf(" term=%d cand=%v round=%d", m.Epoch, m.Cand, m.Seq), true
 	case Vote:
 		return fmt.Sprintf(" term=%d round=%d", m.Epoch, m.Seq), true
+	case NewLeader:
+		return fmt.Sprintf(" cand=%v epoch=%d", m.Cand, m.Epoch), true
+	case LeaderAck:
+		switch {
+		case m.Seq == 1:
+			return fmt.Sprintf(" ACK epoch=%d", m.Epoch), true
+		case m.Cand != (Rank{}):
+			return fmt.Sprintf(" refused: %v outranks you", m.Cand), true
+		}
+		return fmt.Sprintf(" refused: epoch %d taken", m.Epoch), true
+	case Commit:
+		if m.Cand == (Rank{}) {
+			return fmt.Sprintf(" resign epoch=%d", m.Epoch), true
+		}
+		return fmt.Sprintf(" leader=%v epoch=%d", m.Cand, m.Epoch), true
 	}
 	return "", false
 }

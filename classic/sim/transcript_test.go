@@ -54,6 +54,7 @@ var algorithms = map[string]algorithm{
 	// sequence/successor election.
 	"tree":   func(cfg classic.Config) (classic.Node, error) { return classic.NewTree(cfg, nil) },
 	"chubby": func(cfg classic.Config) (classic.Node, error) { return classic.NewChubby(cfg) },
+	"zab":    func(cfg classic.Config) (classic.Node, error) { return classic.NewZab(cfg) },
 
 	"toyring": func(cfg classic.Config) (classic.Node, error) {
 		return newToyRing(cfg.Members, indexOf(cfg.Members, cfg.ID)), nil
