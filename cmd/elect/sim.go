@@ -61,7 +61,7 @@ elect sim --algorithm bully --nodes 8 --initiators N1    # worst case: N^2-1 = 6
 elect sim --algorithm bully --nodes 6 --crash N6 --initiators N1 --trace`,
 		setup: func(f *flagSet) func(context.Context, io.Writer) error {
 			var sf simFlags
-			f.String(&sf.algorithm, "algorithm", "NAME", "ring", "ring, bully, tree or chubby")
+			f.String(&sf.algorithm, "algorithm", "NAME", "ring", "ring, bully, tree, chubby or zab (ZooKeeper)")
 			f.Int(&sf.nodes, "nodes", "N", 10, fmt.Sprintf("number of nodes, %d to %d", simMinNodes, simMaxNodes))
 			f.String(&sf.initiators, "initiators", "K|IDs", "1", "who initiates: a count drawn with the seed, node IDs (N1,N7), or all")
 			f.String(&sf.crash, "crash", "K|IDs", "", "who is down from the start: a count drawn with the seed, or node IDs (N10)")
@@ -104,7 +104,7 @@ type simPlan struct {
 func (sf *simFlags) plan(f *flagSet) (*simPlan, error) {
 	p := &simPlan{alg: strings.ToLower(strings.TrimSpace(sf.algorithm)), n: sf.nodes, seed: sf.seed, trace: sf.trace}
 	if _, more := moreSims[p.alg]; p.alg != "ring" && p.alg != "bully" && !more { // moreSims: sim_more.go
-		return nil, f.Bad("algorithm", "must be ring, bully, tree or chubby")
+		return nil, f.Bad("algorithm", "must be ring, bully, tree, chubby or zab")
 	}
 	if p.n < simMinNodes || p.n > simMaxNodes {
 		return nil, f.Bad("nodes", "must be between %d and %d", simMinNodes, simMaxNodes)
@@ -524,7 +524,8 @@ func writeCounts(w io.Writer, counts sim.Counts, f simFormulas) {
 	}
 	var fd []sim.Count
 	for _, k := range []classic.Kind{classic.Election, classic.Elected, classic.OK, classic.Coordinator,
-		classic.TreeElection, classic.TreeAck, classic.TreeLeader, classic.VoteRequest, classic.Vote} {
+		classic.TreeElection, classic.TreeAck, classic.TreeLeader, classic.VoteRequest, classic.Vote,
+		classic.NewLeader, classic.LeaderAck, classic.Commit} {
 		e, want := f.kinds[k]
 		c := counts.Of(k)
 		if c.Sent == 0 && !want {

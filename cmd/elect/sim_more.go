@@ -6,7 +6,7 @@ import (
 	"github.com/electkit/election/classic"
 )
 
-// The ad hoc tree and Chubby's quorum lease in elect sim. The tree runs on
+// The ad hoc tree, Chubby's quorum lease and ZooKeeper's election in elect sim. The tree runs on
 // a 2-column grid graph of the nodes (a ladder: N1-N2 on the first rung),
 // so that it is not a complete graph; Chubby elects whoever wins a majority
 // first, so its runs tick (candidates wait their turn) and accept any live
@@ -79,6 +79,35 @@ var moreSims = map[string]moreSim{
 				f.total = &expectation{"3(N-1)", 3 * (n - 1)}
 			} else {
 				f.caseName = "with crashes: dead replicas get requests but send no votes"
+			}
+			return f
+		},
+	},
+	"zab": {
+		title: "ZooKeeper sequence/successor election (NEW_LEADER, ACK, COMMIT)",
+		ticks: true,
+		build: func(p *simPlan, mem *classic.Membership, hb, timeout int) ([]classic.Node, classic.Graph, error) {
+			nodes := make([]classic.Node, p.n)
+			var err error
+			for i := range nodes {
+				if nodes[i], err = classic.NewZabFrom(mem, classic.ID(i+1), hb, timeout); err != nil {
+					return nil, nil, err
+				}
+			}
+			return nodes, nil, nil
+		},
+		formulas: func(p *simPlan, _ classic.Graph) simFormulas {
+			n := int64(p.n)
+			f := simFormulas{kinds: map[classic.Kind]expectation{}}
+			f.notes = append(f.notes, "zab: the highest server stands alone; each server watches the next-higher one (Heartbeat/Ack, N-1 probes per round, counted apart); --initiators only make them check their successor early")
+			if len(p.crashed) == 0 {
+				f.caseName = "no failure: the highest server stands alone and wins"
+				f.kinds[classic.NewLeader] = expectation{"N-1", n - 1}
+				f.kinds[classic.LeaderAck] = expectation{"N-1", n - 1}
+				f.kinds[classic.Commit] = expectation{"N-1", n - 1}
+				f.total = &expectation{"3(N-1)", 3 * (n - 1)}
+			} else {
+				f.caseName = "with crashes: the highest live server stands once it finds those above dead; dead servers get NEW_LEADER and COMMIT but send no ACK"
 			}
 			return f
 		},
