@@ -198,7 +198,8 @@ func (z *Zab) Recover() []Message {
 
 // SetEligible makes the server stand for election or not. A leader that
 // turns ineligible resigns (Commit with no rank); a server that turns
-// eligible and outranks its leader (or has none) stands.
+// eligible drops a leader it outranks and checks its successors at once:
+// it stands if no eligible server above it answers.
 func (z *Zab) SetEligible(eligible bool) []Message {
 	if eligible == z.eligible {
 		return nil
@@ -213,10 +214,10 @@ func (z *Zab) SetEligible(eligible bool) []Message {
 		}
 		return nil
 	}
-	if !z.hasLeader || z.outranks(z.self, z.leader) {
-		return z.stand()
+	if z.hasLeader && z.outranks(z.self, z.leader) {
+		z.hasLeader = false // we outrank it: the best must lead
 	}
-	return nil
+	return z.climb() // stand if no one eligible is alive above
 }
 
 // climb goes back to the immediate successor and probes it now.
