@@ -66,6 +66,20 @@ const (
 	Ack         Kind = "Ack"         // failure detector: reply to a Heartbeat or a forwarded message
 )
 
+// The kinds of the ad hoc tree, Chubby and ZooKeeper elections (tree.go,
+// chubby.go, zab.go). Their fields are described there, and printed by
+// Message.String through detail.
+const (
+	TreeElection Kind = "TreeElection" // tree: builds the tree; the first one received names the parent
+	TreeAck      Kind = "TreeAck"      // tree: acknowledges a TreeElection; a child's carries its subtree's best status
+	TreeLeader   Kind = "TreeLeader"   // tree: the source announces the best node down the tree
+	VoteRequest  Kind = "VoteRequest"  // chubby: a candidate (or the master, renewing) asks for votes in a term
+	Vote         Kind = "Vote"         // chubby: a replica grants its one vote of the term
+	NewLeader    Kind = "NewLeader"    // zab: NEW_LEADER, a would-be leader asks for ACKs
+	LeaderAck    Kind = "LeaderAck"    // zab: ACK, to at most one leader per epoch
+	Commit       Kind = "Commit"       // zab: COMMIT, after a quorum of ACKs
+)
+
 // Message is what nodes exchange. Fields beyond Kind, From and To are
 // meaningful per Kind, as each algorithm's file says.
 type Message struct {
@@ -80,6 +94,9 @@ type Message struct {
 
 func (m Message) String() string {
 	s := fmt.Sprintf("%s N%d→N%d", m.Kind, m.From, m.To)
+	if d, ok := m.detail(); ok { // the kinds of tree.go, chubby.go, zab.go
+		return s + d
+	}
 	switch m.Kind {
 	case Election:
 		s += fmt.Sprintf(" cand=%v", m.Cand)

@@ -1,6 +1,6 @@
 // Package inmem runs the classic leader-election algorithms of package
 // classic live, inside one process: a Cluster gives each member a node of
-// the chosen algorithm (Ring or Bully) driven by a goroutine of its own, and
+// the chosen algorithm (Ring, Bully, Tree or Zab) driven by a goroutine of its own, and
 // the nodes talk over an in-process network with a configurable latency.
 // Its members are election.Electors, so the package is both the election
 // for programs whose replicas live in one process and the test double for
@@ -154,4 +154,14 @@
 // quorum algorithm) steps down on the minority side of any partition, and
 // the majority side waits out its lease before electing; ring and bully
 // have no majority to ask. Use the token whichever backend you run.
+//
+// Zab (ZooKeeper's sequence/successor election) asks a majority: a new
+// leader needs the ACKs of a majority of the members, so on the minority
+// side of a partition no new leader is elected; but, as in the seeds, the
+// old leader is not told to step down (there is no lease), so the token,
+// not the algorithm, orders the two. For the same reason a Zab cluster of
+// two members whose leader crashes elects no one: one is no majority of
+// two. The conformance suite runs Zab with a third member that never
+// campaigns (a witness), ZooKeeper's smallest useful ensemble; with it, it
+// passes every subtest.
 package inmem

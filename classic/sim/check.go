@@ -23,6 +23,9 @@ const (
 	// CheckProtocol: a node sent a message with a wrong From, or to a node
 	// that does not exist.
 	CheckProtocol Check = "protocol"
+	// CheckLease: two nodes held master leases (classic.Leaser) that
+	// overlap on the simulated clock.
+	CheckLease Check = "lease"
 	// CheckFencing (with Config.Fencing): an epoch named two leaders over
 	// the run, or a node's epoch went back.
 	CheckFencing Check = "fencing"
@@ -209,14 +212,16 @@ func (c *checker) after(s *Sim) {
 		c.bestChecked = false
 		s.emit(record{op: recSettle, v: classic.View{Leader: st.Leader, Epoch: st.Epoch, HasLeader: true}})
 	}
-	if !c.bestChecked && !s.parted {
+	if !c.bestChecked && !s.divided() {
 		c.bestChecked = true
 		best, ok := s.bestLive()
 		switch {
 		case !ok:
 			s.violate(CheckLeader, fmt.Sprintf("settled on N%d in epoch %d, but no live node is eligible",
 				st.Leader, st.Epoch))
-		case best.ID != st.Leader:
+		case s.cfg.AnyLeader && !s.Eligible(st.Leader):
+			s.violate(CheckLeader, fmt.Sprintf("settled on N%d in epoch %d, which is not eligible", st.Leader, st.Epoch))
+		case best.ID != st.Leader && !s.cfg.AnyLeader:
 			s.violate(CheckLeader, fmt.Sprintf("settled on N%d in epoch %d, but the best live eligible node is %v",
 				st.Leader, st.Epoch, best.Rank()))
 		}
@@ -274,7 +279,7 @@ func (c *checker) finish(s *Sim) {
 }
 
 func (c *checker) judgeLiveness(s *Sim, what string) {
-	if c.settledSince || s.parted {
+	if c.settledSince || s.divided() {
 		return
 	}
 	s.violate(CheckLiveness, what+"; "+s.describeViews())

@@ -118,6 +118,14 @@ type Config struct {
 	Fencing bool
 	// StopOnViolation makes Run and RunUntil return at the first violation.
 	StopOnViolation bool
+	// AnyLeader: the algorithm elects some live eligible node, not
+	// necessarily the best (Chubby: whoever wins a majority first, and a
+	// master is not preempted while it keeps its lease). The leader check
+	// then only asks that the leader be eligible.
+	AnyLeader bool
+	// Topology, if set, is who can send to whom (see topology.go): a
+	// message along no edge is dropped as it is sent. Nil: everyone.
+	Topology classic.Graph
 	// TailLen is how many recent events a violation report shows; 0 means 24.
 	TailLen int
 }
@@ -283,6 +291,10 @@ type Sim struct {
 	actions []Action // payloads of scheduled actions, indexed by timer.ref
 	pending int      // actions and chaos events in timers (ticks excluded)
 
+	topo topology // Config.Topology, see topology.go
+
+	leases leases // Chubby's master leases, see lease.go
+
 	counts         []Count
 	inFlight       int64
 	inFlightElect  int64
@@ -347,6 +359,9 @@ func New(members []classic.Member, nodes []classic.Node, cfg Config) (*Sim, erro
 		if err := s.checkAction(a); err != nil {
 			return nil, fmt.Errorf("%w: Schedule[%d]: %w", ErrConfig, i, err)
 		}
+	}
+	if err := s.initTopology(); err != nil {
+		return nil, err
 	}
 	tail := cfg.TailLen
 	if tail == 0 {
@@ -589,6 +604,7 @@ func (s *Sim) act(a Action, strict bool) error {
 		if s.eligible[i] {
 			s.check.liveEligible--
 		}
+		s.resplit()
 	case OpRecover:
 		s.emit(record{op: recAction, node: a.ID, note: "recover"})
 		s.up[i] = true
@@ -596,6 +612,7 @@ func (s *Sim) act(a Action, strict bool) error {
 		if s.eligible[i] {
 			s.check.liveEligible++
 		}
+		s.resplit()
 		s.send(i, s.nodes[i].Recover())
 		// The node left the checks when it crashed: it comes back with
 		// whatever it believes now, changed or not.
@@ -666,6 +683,11 @@ func (s *Sim) send(i int32, out []classic.Message) {
 			s.emit(record{op: recDropSend, m: *m, note: "partition"})
 			continue
 		}
+		if !s.linked(i, j) {
+			c.Dropped++
+			s.emit(record{op: recDropSend, m: *m, note: "no link"})
+			continue
+		}
 		if p := s.dropProb(); p > 0 && s.net.Float64() < p {
 			c.Dropped++
 			s.emit(record{op: recDropSend, m: *m, note: "lost"})
@@ -703,6 +725,7 @@ func isElection(k classic.Kind) bool { return k != classic.Heartbeat && k != cla
 func (s *Sim) refresh(i int32) { s.refreshWith(i, s.nodes[i].View()) }
 
 func (s *Sim) refreshWith(i int32, v classic.View) {
+	s.checkLease(i) // lease.go
 	old := s.views[i]
 	if v == old {
 		return

@@ -33,6 +33,11 @@ import (
 //	run [for=N|until=T]               until quiet (or for N ticks, or until T)
 //	step [n=N]                        N events
 //	counts | views | settled | violations
+//	components | leases               per connected component; Chubby's master leases
+//
+// tree, chubby and zab take the same arguments; tree also takes a topology
+// (graph_test.go): graph=ring|complete|grid/COLS|geo/RADIUS/SEED or
+// edges=1-2,2-3 (the simulator then delivers only along the edges).
 //
 // Every command prints the trace lines it produced.
 
@@ -44,6 +49,13 @@ type algorithm func(cfg classic.Config) (classic.Node, error)
 var algorithms = map[string]algorithm{
 	"ring":  func(cfg classic.Config) (classic.Node, error) { return classic.NewRing(cfg) },
 	"bully": func(cfg classic.Config) (classic.Node, error) { return classic.NewBully(cfg) },
+	// The ad hoc tree (on a complete graph unless a script or test gives a
+	// topology, see graph_test.go), Chubby's quorum lease, ZooKeeper's
+	// sequence/successor election.
+	"tree":   func(cfg classic.Config) (classic.Node, error) { return classic.NewTree(cfg, nil) },
+	"chubby": func(cfg classic.Config) (classic.Node, error) { return classic.NewChubby(cfg) },
+	"zab":    func(cfg classic.Config) (classic.Node, error) { return classic.NewZab(cfg) },
+
 	"toyring": func(cfg classic.Config) (classic.Node, error) {
 		return newToyRing(cfg.Members, indexOf(cfg.Members, cfg.ID)), nil
 	},
@@ -195,6 +207,8 @@ func (h *harness) exec(t *testing.T, td *datadriven.TestData) (string, error) {
 		} else {
 			tail = "not settled\n"
 		}
+	case "components", "leases":
+		tail = moreCommand(h.s, td.Cmd)
 	case "violations":
 		vs := h.s.Violations()
 		if len(vs) == 0 {
@@ -278,14 +292,16 @@ func (h *harness) build(t *testing.T, td *datadriven.TestData, alg algorithm) (s
 		}
 	}
 	td.MaybeScanArgs(t, "settle", &cfg.SettleWithin)
+	cfg.AnyLeader = td.Cmd == "chubby" // whoever wins a majority
 	td.MaybeScanArgs(t, "maxtime", &cfg.MaxTime)
 	hb, timeout := 5, 20
 	td.MaybeScanArgs(t, "hb", &hb)
 	td.MaybeScanArgs(t, "timeout", &timeout)
 
+	cfg.Topology = graphArg(t, td, ms)
 	nodes := make([]classic.Node, len(ms))
 	for i, m := range ms {
-		n, err := alg(classic.Config{ID: m.ID, Members: ms, HeartbeatTicks: hb, TimeoutTicks: timeout})
+		n, err := nodeOn(cfg.Topology, alg, classic.Config{ID: m.ID, Members: ms, HeartbeatTicks: hb, TimeoutTicks: timeout})
 		if err != nil {
 			return "", err
 		}
@@ -312,5 +328,6 @@ func (h *harness) build(t *testing.T, td *datadriven.TestData, alg algorithm) (s
 		fmt.Fprintf(&b, "; drop %v", cfg.DropProb)
 	}
 	fmt.Fprintf(&b, "; seed %d\n", cfg.Seed)
+	b.WriteString(describeGraph(cfg.Topology))
 	return h.flush() + b.String(), nil
 }

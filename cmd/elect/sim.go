@@ -61,7 +61,7 @@ elect sim --algorithm bully --nodes 8 --initiators N1    # worst case: N^2-1 = 6
 elect sim --algorithm bully --nodes 6 --crash N6 --initiators N1 --trace`,
 		setup: func(f *flagSet) func(context.Context, io.Writer) error {
 			var sf simFlags
-			f.String(&sf.algorithm, "algorithm", "NAME", "ring", "ring or bully")
+			f.String(&sf.algorithm, "algorithm", "NAME", "ring", "ring, bully, tree, chubby or zab (ZooKeeper)")
 			f.Int(&sf.nodes, "nodes", "N", 10, fmt.Sprintf("number of nodes, %d to %d", simMinNodes, simMaxNodes))
 			f.String(&sf.initiators, "initiators", "K|IDs", "1", "who initiates: a count drawn with the seed, node IDs (N1,N7), or all")
 			f.String(&sf.crash, "crash", "K|IDs", "", "who is down from the start: a count drawn with the seed, or node IDs (N10)")
@@ -103,8 +103,8 @@ type simPlan struct {
 // plan checks the flags and resolves the node sets.
 func (sf *simFlags) plan(f *flagSet) (*simPlan, error) {
 	p := &simPlan{alg: strings.ToLower(strings.TrimSpace(sf.algorithm)), n: sf.nodes, seed: sf.seed, trace: sf.trace}
-	if p.alg != "ring" && p.alg != "bully" {
-		return nil, f.Bad("algorithm", "must be ring or bully")
+	if _, more := moreSims[p.alg]; p.alg != "ring" && p.alg != "bully" && !more { // moreSims: sim_more.go
+		return nil, f.Bad("algorithm", "must be ring, bully, tree, chubby or zab")
 	}
 	if p.n < simMinNodes || p.n > simMaxNodes {
 		return nil, f.Bad("nodes", "must be between %d and %d", simMinNodes, simMaxNodes)
@@ -260,18 +260,21 @@ func draw(rng *rand.Rand, pool []classic.ID, k int) []classic.ID {
 // what it counted.
 func runSim(w io.Writer, p *simPlan) error {
 	timeout := max(simTimeoutTicks, 4*int(p.maxDelay)+4)
-	ms, nodes, err := p.build(simHeartbeatTicks, timeout)
+	ms, nodes, topo, err := p.build(simHeartbeatTicks, timeout)
 	if err != nil {
 		return err
 	}
+	more, isMore := moreSims[p.alg]
 	cfg := sim.Config{
 		Seed:     p.seed,
 		MinDelay: p.minDelay,
 		MaxDelay: p.maxDelay,
 		// Without failures no timeout matters, and a run costs only its
 		// messages; with crashes the failure detectors must tick.
-		NoTicks: len(p.crashed) == 0,
-		Fencing: true,
+		NoTicks:   len(p.crashed) == 0 && !more.ticks,
+		Fencing:   true,
+		Topology:  topo,
+		AnyLeader: more.anyLeader,
 	}
 	if !cfg.NoTicks {
 		cfg.MaxTime = int64(p.n)*(p.maxDelay+1)*8 + int64(timeout)*int64(len(p.crashed)+8)*8
@@ -303,7 +306,11 @@ func runSim(w io.Writer, p *simPlan) error {
 		}
 	}
 	fmt.Fprintln(w)
-	writeCounts(w, s.Counts(), p.formulas())
+	fs := p.formulas()
+	if isMore {
+		fs = more.formulas(p, topo)
+	}
+	writeCounts(w, s.Counts(), fs)
 	fmt.Fprintln(w)
 	if err := s.Err(); err != nil {
 		return fmt.Errorf("the simulator's checks failed:\n%w", err)
@@ -319,21 +326,25 @@ func runSim(w io.Writer, p *simPlan) error {
 }
 
 // build makes the members N1..Nn, rank = ID, and their nodes.
-func (p *simPlan) build(hb, timeout int) ([]classic.Member, []classic.Node, error) {
+func (p *simPlan) build(hb, timeout int) ([]classic.Member, []classic.Node, classic.Graph, error) {
 	ms := make([]classic.Member, p.n)
 	for i := range ms {
 		ms[i] = classic.Member{ID: classic.ID(i + 1)}
 	}
 	mem, err := classic.NewMembership(ms)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	if more, ok := moreSims[p.alg]; ok {
+		nodes, g, err := more.build(p, mem, hb, timeout)
+		return ms, nodes, g, err
 	}
 	nodes := make([]classic.Node, p.n)
 	switch p.alg {
 	case "ring":
 		rings, err := classic.NewRingsFrom(mem, hb, timeout)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for i := range rings {
 			nodes[i] = &rings[i]
@@ -341,17 +352,20 @@ func (p *simPlan) build(hb, timeout int) ([]classic.Member, []classic.Node, erro
 	default:
 		for i, m := range ms {
 			if nodes[i], err = classic.NewBullyFrom(mem, m.ID, hb, timeout); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		}
 	}
-	return ms, nodes, nil
+	return ms, nodes, nil, nil
 }
 
 func (p *simPlan) writeHeader(w io.Writer, timeout int, noTicks bool) {
 	name := "ring election (Chang and Roberts)"
 	if p.alg == "bully" {
 		name = "bully election (Garcia-Molina)"
+	}
+	if more, ok := moreSims[p.alg]; ok {
+		name = more.title
 	}
 	fmt.Fprintf(w, "%s among %d nodes N1..N%d (rank = ID; the best is N%d)\n", name, p.n, p.n, p.n)
 	drawn := func(b bool) string {
@@ -509,7 +523,9 @@ func writeCounts(w io.Writer, counts sim.Counts, f simFormulas) {
 		rows = append(rows, r)
 	}
 	var fd []sim.Count
-	for _, k := range []classic.Kind{classic.Election, classic.Elected, classic.OK, classic.Coordinator} {
+	for _, k := range []classic.Kind{classic.Election, classic.Elected, classic.OK, classic.Coordinator,
+		classic.TreeElection, classic.TreeAck, classic.TreeLeader, classic.VoteRequest, classic.Vote,
+		classic.NewLeader, classic.LeaderAck, classic.Commit} {
 		e, want := f.kinds[k]
 		c := counts.Of(k)
 		if c.Sent == 0 && !want {

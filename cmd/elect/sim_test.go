@@ -16,7 +16,7 @@ func simCounts(t *testing.T, args ...string) (map[string]int64, string) {
 	if code != exitOK {
 		t.Fatalf("elect sim %v: exit %d\n%s%s", args, code, out, errOut)
 	}
-	row := regexp.MustCompile(`(?m)^(Election|Elected|OK|Coordinator|election total|Heartbeat|Ack)\s+(\d+)\s+(\d+)\s+(\d+)`)
+	row := regexp.MustCompile(`(?m)^(Election|Elected|OK|Coordinator|NewLeader|LeaderAck|Commit|election total|Heartbeat|Ack)\s+(\d+)\s+(\d+)\s+(\d+)`)
 	counts := map[string]int64{}
 	for _, m := range row.FindAllStringSubmatch(out, -1) {
 		n, err := strconv.ParseInt(m[2], 10, 64)
@@ -134,5 +134,25 @@ func TestSimSeed(t *testing.T) {
 	counts, _ := simCounts(t, "--nodes", "12", "--initiators", "all", "--delay", "0-5", "--seed", "3")
 	if counts["Elected"] != 12 {
 		t.Errorf("every node initiates: %v, want one Elected lap of 12", counts)
+	}
+}
+
+// TestSimZab: ZooKeeper's election without failure costs N−1 NEW_LEADER,
+// N−1 ACK and N−1 COMMIT, 3(N−1), and the highest server leads; with the
+// highest down, the next one leads.
+func TestSimZab(t *testing.T) {
+	for _, n := range []int64{2, 5, 40} {
+		nodes := strconv.FormatInt(n, 10)
+		c, out := simCounts(t, "--algorithm", "zab", "--nodes", nodes)
+		if c["election total"] != 3*(n-1) || c["NewLeader"] != n-1 || c["LeaderAck"] != n-1 || c["Commit"] != n-1 {
+			t.Errorf("N=%d: %v, want N-1 of each kind, 3(N-1) = %d", n, c, 3*(n-1))
+		}
+		if !strings.Contains(out, fmt.Sprintf("leader: N%d,", n)) {
+			t.Errorf("N=%d: output\n%s", n, out)
+		}
+	}
+	_, out := simCounts(t, "--algorithm", "zab", "--nodes", "6", "--crash", "N6")
+	if !strings.Contains(out, "leader: N5,") {
+		t.Errorf("N6 down: output\n%s", out)
 	}
 }
