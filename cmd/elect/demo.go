@@ -65,6 +65,7 @@ ELECTION_CANDIDATES=3 elect demo --short`,
 			f.String(&df.algorithm, "algorithm", "NAME", "", "algorithm of the inmem backend: ring or bully (default ring)")
 			f.Int(&df.candidates, "candidates", "N", 5, fmt.Sprintf("number of candidates, %d to %d", demoMinCandidates, demoMaxCandidates))
 			f.Duration(&df.ttl, "ttl", "D", 0, fmt.Sprintf("lease TTL, %v to %v (default %v; %v with --short)", demoShortTTL, demoMaxTTL, demoDefaultTTL, demoShortTTL))
+			f.String(&df.servers, "servers", "LIST", "", "ZooKeeper servers of --backend zk, comma-separated host:port (a ZooKeeper you run)")
 			f.Bool(&df.short, "short", false, "as fast as possible (for CI): the shortest lease, no pause between steps")
 			return func(ctx context.Context, w io.Writer) error {
 				p, err := df.plan(f)
@@ -83,6 +84,7 @@ type demoFlags struct {
 	backend, algorithm string
 	candidates         int
 	ttl                time.Duration
+	servers            string
 	short              bool
 }
 
@@ -114,6 +116,20 @@ func (df *demoFlags) plan(f *flagSet) (*demoPlan, error) {
 		return nil, f.Bad("algorithm", "must be %s", strings.Join(p.backend.algorithms, " or "))
 	default:
 		p.cfg.Algorithm = alg
+	}
+	switch {
+	case p.backend.name == "zk" && strings.TrimSpace(df.servers) == "":
+		return nil, usagef("--servers: required with --backend zk: the ZooKeeper to run the story on (e.g. --servers 127.0.0.1:2181)")
+	case p.backend.name != "zk" && f.Given("servers"):
+		return nil, f.Bad("servers", "only for --backend zk (the backend is %s)", p.backend.name)
+	}
+	for _, srv := range strings.Split(df.servers, ",") {
+		if srv = strings.TrimSpace(srv); srv != "" {
+			if !strings.Contains(srv, ":") {
+				return nil, f.Bad("servers", "%q is not host:port", srv)
+			}
+			p.cfg.Servers = append(p.cfg.Servers, srv)
+		}
 	}
 	if p.candidates < demoMinCandidates || p.candidates > demoMaxCandidates {
 		return nil, f.Bad("candidates", "must be between %d and %d", demoMinCandidates, demoMaxCandidates)

@@ -50,6 +50,8 @@ type demoConfig struct {
 	Algorithm string
 	// TTL is the lease TTL the candidates should get.
 	TTL time.Duration
+	// Servers are the ZooKeeper servers of --backend zk.
+	Servers []string
 }
 
 // demoBackendEntry is one backend the demo can run on.
@@ -72,6 +74,11 @@ var demoBackends = []demoBackendEntry{
 		name:    "etcd",
 		summary: "an etcd member embedded in this process, in a temporary directory (backend/etcd)",
 		open:    openEtcd,
+	},
+	{
+		name:    "zk",
+		summary: "a ZooKeeper you run, at --servers (backend/zk)",
+		open:    openZK,
 	},
 	{
 		name:       "inmem",
