@@ -375,11 +375,16 @@ func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, er
 	term, clock := election.NewTerm(e.o, c.leader, sent)
 	var err error
 	e.mu.Lock()
-	switch {
-	case e.closed:
-		err = election.ErrClosed
-	case e.cand != c:
-		err = election.ErrResigned
+	select {
+	case <-c.lost: // a renewal found the lease gone meanwhile
+		err = c.lostErr
+	default:
+		switch {
+		case e.closed:
+			err = election.ErrClosed
+		case e.cand != c:
+			err = election.ErrResigned
+		}
 	}
 	if err != nil {
 		e.mu.Unlock()
@@ -431,6 +436,16 @@ func (e *Elector) keepAlive(c *candidacy) {
 			return
 		case <-tm.C:
 		}
+		if clock == nil {
+			// The Term may have begun after the timer fired and before
+			// elected was seen: renew it through its clock all the same.
+			e.mu.Lock()
+			clock = c.clock
+			e.mu.Unlock()
+			if clock != nil {
+				elected, termDone = nil, clock.Term().Done()
+			}
+		}
 		next := interval
 		if clock != nil && clock.BeforeRenew() != nil {
 			tm.Reset(0) // the Term ended: termDone is closed
@@ -453,10 +468,10 @@ func (e *Elector) keepAlive(c *candidacy) {
 			c.renewed = sent
 			e.mu.Unlock()
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			e.lose(c, clock, fmt.Errorf("%w: lease %016x of key %s expired", election.ErrSessionLost, uint64(c.lease), c.key))
+			e.lose(c, fmt.Errorf("%w: lease %016x of key %s expired", election.ErrSessionLost, uint64(c.lease), c.key))
 			return
 		case e.cli.Ctx().Err() != nil:
-			e.lose(c, clock, fmt.Errorf("%w: the etcd client was closed", election.ErrSessionLost))
+			e.lose(c, fmt.Errorf("%w: the etcd client was closed", election.ErrSessionLost))
 			return
 		default:
 			e.log.Warn("etcd election: lease keepalive failed", "key", c.key, "err", err)
@@ -466,18 +481,22 @@ func (e *Elector) keepAlive(c *candidacy) {
 	}
 }
 
-// lose records that c's lease is gone and ends its Term, if any.
-func (e *Elector) lose(c *candidacy, clock *election.LeaseClock, err error) {
+// lose records that c's lease is gone and ends its Term, if any. It reads
+// c.clock under the lock that confirm installs it under, so a Term that
+// confirm made while the failed renewal was in flight ends too; confirm
+// refuses to make one after this.
+func (e *Elector) lose(c *candidacy, err error) {
+	e.mu.Lock()
 	c.lostErr = err
 	close(c.lost)
-	if clock != nil {
-		clock.End(err)
-	}
-	e.mu.Lock()
+	clock := c.clock
 	if e.cand == c {
 		e.cand = nil
 	}
 	e.mu.Unlock()
+	if clock != nil {
+		clock.End(err)
+	}
 	c.halt()
 }
 
@@ -514,11 +533,14 @@ func (e *Elector) end(c *candidacy, cause error) {
 // revoke revokes c's lease, which deletes its key. A lease etcd no longer
 // knows counts as revoked. On failure c is kept in the pending list: Resign
 // and Close try again, and meanwhile the lease expires on its own after the
-// TTL, since nothing renews it. A nil ctx means a short timeout.
+// TTL, since nothing renews it. A nil ctx means a timeout of one lease
+// window, not tied to the Elector's background context: Campaign revokes
+// this way when it loses a race with Close, after Close has stopped that
+// context.
 func (e *Elector) revoke(c *candidacy, ctx context.Context) error {
 	if ctx == nil {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(e.bg, e.o.Window())
+		ctx, cancel = context.WithTimeout(context.Background(), e.o.Window())
 		defer cancel()
 	}
 	_, err := e.cli.Revoke(ctx, c.lease)
