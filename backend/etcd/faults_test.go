@@ -206,7 +206,11 @@ func TestTLSAndAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t)
+	// bcrypt makes every login slow under the race detector, and the 1 s
+	// token makes the clients log in again and again: the whole test gets
+	// more than one patience.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*patience)
+	defer cancel()
 	withTLS := func(user, pass string) func(*clientv3.Config) {
 		return func(c *clientv3.Config) { c.TLS, c.Username, c.Password = tc.Clone(), user, pass }
 	}

@@ -80,3 +80,43 @@ func TestCampaignRacingCloseLeavesNoKey(t *testing.T) {
 		t.Fatalf("keys left behind by a Campaign that lost the race with Close: %q", ks)
 	}
 }
+
+// Resign hands over with a single delete of the key; the emptied lease,
+// which nothing renews, is revoked later, off the handover's path: here by
+// Close (a new Campaign or Resign would too).
+func TestResignDeletesKeyThenCloseRevokesLease(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	ctx := ctxT(t)
+	a := newElector(t, newClient(t, eps), "/release", "a", election.WithTTL(time.Minute))
+	if _, err := a.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := admin.Get(ctx, "/release/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("keys: %v, %v", resp, err)
+	}
+	lease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	ttl := func() int64 {
+		r, err := admin.TimeToLive(ctx, lease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.TTL
+	}
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ks := keys(t, admin, "/release/"); len(ks) != 0 {
+		t.Fatalf("keys after Resign: %q", ks)
+	}
+	if got := ttl(); got <= 0 {
+		t.Fatalf("the lease was revoked by Resign (TTL %d), on the next candidate's path", got)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := ttl(); got != -1 {
+		t.Fatalf("lease TTL after Close = %d, want -1 (revoked)", got)
+	}
+}
