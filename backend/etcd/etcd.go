@@ -51,7 +51,7 @@ type Elector struct {
 	closed  bool
 	cand    *candidacy
 	pending []*candidacy           // ended, but their key or lease not yet released
-	clocks  []*election.LeaseClock // every Term's clock: Close waits for their hooks
+	clocks  []*election.LeaseClock // the clocks of Terms whose hooks may still run: Close waits for them
 	obs     *observer
 }
 
@@ -437,6 +437,7 @@ func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, er
 // any reason, the candidacy is withdrawn, so the key goes at once.
 func (e *Elector) keepAlive(c *candidacy) {
 	defer e.wg.Done()
+	defer e.forget(c)
 	interval := e.o.Window() / 3
 	tm := time.NewTimer(interval)
 	defer tm.Stop()
@@ -506,6 +507,25 @@ func (e *Elector) keepAlive(c *candidacy) {
 		}
 		tm.Reset(next)
 	}
+}
+
+// forget waits for the hooks of c's Term, if it had one, and drops its
+// clock from the list Close waits on, so that an Elector that leads many
+// times does not keep every Term it ever had. c is no longer the current
+// candidacy, so its Term has ended (or confirm refused to start one).
+func (e *Elector) forget(c *candidacy) {
+	e.mu.Lock()
+	clock := c.clock
+	e.mu.Unlock()
+	if clock == nil {
+		return
+	}
+	clock.Wait()
+	e.mu.Lock()
+	if i := slices.Index(e.clocks, clock); i >= 0 {
+		e.clocks = slices.Delete(e.clocks, i, i+1)
+	}
+	e.mu.Unlock()
 }
 
 // lose records that c's lease is gone and ends its Term, if any. It reads

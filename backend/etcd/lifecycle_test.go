@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend/etcd"
 )
 
 // A renewal sent while the candidate still waited, whose answer says the
@@ -118,5 +119,25 @@ func TestResignDeletesKeyThenCloseRevokesLease(t *testing.T) {
 	}
 	if got := ttl(); got != -1 {
 		t.Fatalf("lease TTL after Close = %d, want -1 (revoked)", got)
+	}
+}
+
+// An Elector that leads again and again keeps no trace of its ended Terms.
+func TestEndedTermsAreForgotten(t *testing.T) {
+	cli := newClient(t, startEtcd(t))
+	ctx := ctxT(t)
+	a := newElector(t, cli, "/forget", "a", election.WithAfterRenew(func(election.Renewal) {}))
+	for range 5 {
+		if _, err := a.Campaign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(patience); etcd.Clocks(a) != 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ended Terms are still kept after 5 Campaign/Resign rounds", etcd.Clocks(a))
+		}
 	}
 }
