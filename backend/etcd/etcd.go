@@ -308,8 +308,11 @@ func (e *Elector) pause(ctx context.Context, c *candidacy, d time.Duration) erro
 // (ReadIndex) on the handover path.
 func (e *Elector) predecessor(ctx context.Context, c *candidacy, floor int64) (string, int64, error) {
 	maxRev := c.rev - 1
-	for {
-		e.reads.Add(1)
+	for lagged := false; ; {
+		if !lagged { // the same read again on a member that caught up is not another queue read
+			e.reads.Add(1)
+		}
+		lagged = false
 		get := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithMaxCreateRev(maxRev),
 			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend),
 			clientv3.WithLimit(1), clientv3.WithKeysOnly()}
@@ -325,7 +328,7 @@ func (e *Elector) predecessor(ctx context.Context, c *candidacy, floor int64) (s
 			return "", 0, err
 		}
 		if floor > 0 && resp.Header.Revision < floor {
-			floor = 0 // that member lags behind the deletion: read linearizably
+			floor, lagged = 0, true // that member lags behind the deletion: read linearizably
 			continue
 		}
 		if !resp.Succeeded {
