@@ -79,7 +79,9 @@
 // *MalformedKeyError (errors.Is ErrMalformedKey and election.ErrNoLeader)
 // naming the key and what is wrong with it, Observe reports no leader and
 // logs it, and no candidate behind it leads until it is deleted or its lease
-// expires.
+// expires. Two leased keys that share the oldest create revision (written
+// by one transaction, which Campaign never does) fail the same way: a
+// token names one leadership only.
 //
 // # Observe
 //
