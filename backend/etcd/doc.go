@@ -21,7 +21,13 @@
 // the leased key just ahead of it; a watch on that key alone, opened at the
 // revision after the read — so it is live at once, never caught up by
 // etcd's 100 ms loop for lagging watchers — waits for its deletion. A
-// handover therefore wakes one waiter and costs it one read (P9).
+// handover therefore wakes one waiter and costs it one read (P9). That
+// read, right after the watch reported the deletion, is serializable, and
+// counts only if the member that answers had applied the deletion;
+// otherwise it is done again, linearizably (see predecessor in etcd.go
+// for why this confirms as much as a linearizable read: the Term's lease
+// comes from the lease clock, and once no leased key is older, none can
+// become older).
 //
 // When nothing is ahead, Campaign confirms (P4): a keepalive of the lease,
 // then a transaction checking that the key exists with its create revision
@@ -38,8 +44,8 @@
 // (ErrSessionLost), as does the client being closed. etcd deletes the key
 // no earlier than TTL after it received the last renewal, which is after
 // it was sent: so the Term is over before any other candidate can lead
-// (P3). A Term that ends for any reason withdraws its candidacy: the lease
-// is revoked and the key goes at once.
+// (P3). A Term that ends for any reason withdraws its candidacy: the key
+// is deleted at once.
 //
 // The token is the key's create revision. Leaders follow key age and every
 // new key is younger than every live one, so tokens strictly increase
@@ -47,13 +53,19 @@
 //
 // # Resign, Close and errors
 //
-// Resign ends the Term before any I/O, stops the renewals and revokes the
-// lease (deleting the key). It is idempotent. If the revoke fails, Resign
-// returns the error and keeps the lease: the next Resign or Close revokes
-// it, and meanwhile nothing renews it, so it expires after the TTL.
-// Campaign's error paths revoke the lease they granted. Close resigns with
-// a timeout of one lease window, stops every goroutine and leaves the
-// client open: it is the caller's.
+// Resign ends the Term before any I/O, stops the renewals and deletes the
+// key (guarded by its create revision): the next candidate leads at once.
+// The lease, emptied and no longer renewed, is revoked by the next
+// Campaign, Resign or Close, or expires on its own after the TTL: etcd
+// takes about twice as long to revoke a lease as to delete a key, and a
+// revoke in flight slows the next candidate's read, so it is kept off the
+// handover's path. Resign is idempotent. If the delete fails, Resign
+// returns the error and keeps the candidacy pending: the next Resign or
+// Close tries again, and meanwhile nothing renews the lease, so it
+// expires after the TTL and takes the key with it. Campaign's error paths
+// release what they created. Close releases everything (keys and leases)
+// with a timeout of one lease window, stops every goroutine and leaves
+// the client open: it is the caller's.
 //
 // # Garbage under the prefix
 //
@@ -67,7 +79,9 @@
 // *MalformedKeyError (errors.Is ErrMalformedKey and election.ErrNoLeader)
 // naming the key and what is wrong with it, Observe reports no leader and
 // logs it, and no candidate behind it leads until it is deleted or its lease
-// expires.
+// expires. Two leased keys that share the oldest create revision (written
+// by one transaction, which Campaign never does) fail the same way: a
+// token names one leadership only.
 //
 // # Observe
 //

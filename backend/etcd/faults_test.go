@@ -206,7 +206,11 @@ func TestTLSAndAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t)
+	// bcrypt makes every login slow under the race detector, and the 1 s
+	// token makes the clients log in again and again: the whole test gets
+	// more than one patience.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*patience)
+	defer cancel()
 	withTLS := func(user, pass string) func(*clientv3.Config) {
 		return func(c *clientv3.Config) { c.TLS, c.Username, c.Password = tc.Clone(), user, pass }
 	}
@@ -221,15 +225,27 @@ func TestTLSAndAuth(t *testing.T) {
 	if err := embedetcd.AddUser(ctx, admin, "intruder", "pw2", "/elsewhere/"); err != nil {
 		t.Fatal(err)
 	}
-	a := newElector(t, etcdtest.Client(t, srv.Endpoints(), withTLS("sched", "pw1")), "/app/leader", "a")
-	// A long TTL: the waiter renews every ~3 s, long after its 1 s token expired.
+	// Long TTLs: under the race detector a login (bcrypt) can outlast a
+	// short lease; and the waiter renews every ~3 s, long after its 1 s
+	// token expired.
+	a := newElector(t, etcdtest.Client(t, srv.Endpoints(), withTLS("sched", "pw1")), "/app/leader", "a", election.WithTTL(10*time.Second))
 	b := newElector(t, etcdtest.Client(t, srv.Endpoints(), withTLS("sched", "pw1")), "/app/leader", "b", election.WithTTL(10*time.Second))
 	ta, err := a.Campaign(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	rb := campaignAsync(ctx, b)
-	ks := waitKeys(t, admin, "/app/leader/", 2)
+	var ks []string
+	for deadline := time.Now().Add(2 * patience); len(ks) != 2; time.Sleep(10 * time.Millisecond) {
+		select {
+		case r := <-rb:
+			t.Fatalf("b's Campaign returned while a led: %v, %v (a's Term: %v)", r.t, r.err, ta.Err())
+		default:
+		}
+		if ks = keys(t, admin, "/app/leader/"); time.Now().After(deadline) {
+			t.Fatalf("b's key did not appear; keys %q", ks)
+		}
+	}
 	// Wait until b's lease has been renewed after staying idle for more
 	// than twice the token TTL: its client has had to get a new token.
 	kv, err := admin.Get(ctx, ks[1])

@@ -111,21 +111,36 @@ func malformed(kv *mvccpb.KeyValue, err error) *MalformedKeyError {
 // head picks the leader among kvs (any order): the live key with the lowest
 // create revision. Keys without a lease can never expire, so they are
 // skipped (reported in skipped); a leased key that is malformed holds its
-// place and yields a *MalformedKeyError instead of a leader.
+// place and yields a *MalformedKeyError instead of a leader. So do two
+// leased keys that share the lowest create revision: Campaign creates one
+// key per transaction, so they were written together by someone else, and
+// picking one by name (or by map order) would let observers disagree, or
+// show two leaders with one token.
 func head(prefix string, kvs []*mvccpb.KeyValue) (l election.Leader, bad *MalformedKeyError, skipped []*MalformedKeyError) {
-	var first *mvccpb.KeyValue
+	var first, twin *mvccpb.KeyValue // twin: another leased key with first's create revision
 	for _, kv := range kvs {
 		if kv.Lease == 0 {
 			_, err := decodeKey(prefix, kv)
 			skipped = append(skipped, malformed(kv, err))
 			continue
 		}
-		if first == nil || kv.CreateRevision < first.CreateRevision {
-			first = kv
+		switch {
+		case first == nil || kv.CreateRevision < first.CreateRevision:
+			first, twin = kv, nil
+		case kv.CreateRevision == first.CreateRevision:
+			if string(kv.Key) < string(first.Key) {
+				first, kv = kv, first
+			}
+			if twin == nil || string(kv.Key) < string(twin.Key) {
+				twin = kv
+			}
 		}
 	}
 	if first == nil {
 		return election.Leader{}, nil, skipped
+	}
+	if twin != nil {
+		return election.Leader{}, malformed(first, fmt.Errorf("shares its create revision %d with key %q: candidate keys are created one per transaction, so neither leads", first.CreateRevision, twin.Key)), skipped
 	}
 	l, err := decodeKey(prefix, first)
 	if err != nil {

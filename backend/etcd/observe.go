@@ -26,29 +26,38 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 	if closed {
 		return election.Leader{}, election.ErrClosed
 	}
-	var minRev int64
-	for {
-		opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1)}
-		if minRev > 0 {
-			opts = append(opts, clientv3.WithMinCreateRev(minRev))
-		}
-		resp, err := e.cli.Get(ctx, e.prefix, opts...)
+	// The keys in create-revision order, as many as it takes to hold every
+	// key up to the oldest leased one and the first key after it (a key
+	// sharing its create revision makes it fail, see head).
+	for limit := int64(2); ; limit *= 2 {
+		resp, err := e.cli.Get(ctx, e.prefix, clientv3.WithPrefix(),
+			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(limit))
 		if err != nil {
 			return election.Leader{}, e.storeErr(ctx, "reading the leader", err)
 		}
-		if len(resp.Kvs) == 0 {
-			return election.Leader{}, election.ErrNoLeader
+		kvs := resp.Kvs
+		if resp.More {
+			oldest := int64(-1)
+			for _, kv := range kvs {
+				if kv.Lease != 0 {
+					oldest = kv.CreateRevision
+					break
+				}
+			}
+			if oldest < 0 || kvs[len(kvs)-1].CreateRevision == oldest {
+				continue // the answer may lie past what was read
+			}
 		}
-		kv := resp.Kvs[0]
-		if kv.Lease == 0 {
+		l, bad, skipped := head(e.prefix, kvs)
+		for _, m := range skipped {
 			e.log.Warn("etcd election: skipping a key without a lease under the election prefix; it never leads",
-				"key", string(kv.Key), "create_revision", kv.CreateRevision)
-			minRev = kv.CreateRevision + 1
-			continue
+				"key", m.Key, "create_revision", m.CreateRevision)
 		}
-		l, err := decodeKey(e.prefix, kv)
-		if err != nil {
-			return election.Leader{}, malformed(kv, err)
+		switch {
+		case bad != nil:
+			return election.Leader{}, bad
+		case l.IsZero():
+			return election.Leader{}, election.ErrNoLeader
 		}
 		return l, nil
 	}

@@ -1,0 +1,127 @@
+package etcd_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/electkit/election/internal/etcdtest"
+)
+
+// gRPC methods of etcd that tests hold back.
+const (
+	methodTxn       = "/etcdserverpb.KV/Txn"
+	methodKeepAlive = "/etcdserverpb.Lease/LeaseKeepAlive"
+)
+
+// hold holds back calls of one gRPC method of a real client talking to a
+// real etcd, so that a test can order a request against other events: the
+// first n calls stop either before the request is sent or (after) once the
+// reply has arrived, until release is closed. The server is never faked:
+// only the moment the client sends or sees the answer moves.
+type hold struct {
+	method  string
+	after   bool          // hold the reply (the request has been served), not the request
+	left    atomic.Int32  // calls still to hold
+	held    chan struct{} // one value per held call
+	release chan struct{}
+}
+
+func newHold(method string, n int, after bool) *hold {
+	h := &hold{method: method, after: after, held: make(chan struct{}, n), release: make(chan struct{})}
+	h.left.Store(int32(n))
+	return h
+}
+
+// take reports whether this call of method is to be held.
+func (h *hold) take(method string) bool {
+	return method == h.method && h.left.Add(-1) >= 0
+}
+
+// wait signals that a call is held and waits for release or ctx's end.
+func (h *hold) wait(ctx context.Context) error {
+	h.held <- struct{}{}
+	select {
+	case <-h.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// awaitHeld waits until a call is held.
+func (h *hold) awaitHeld(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.held:
+	case <-time.After(patience):
+		t.Fatalf("no %s call was held", h.method)
+	}
+}
+
+func (h *hold) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if !h.take(method) {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	if !h.after {
+		if err := h.wait(ctx); err != nil {
+			return err
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if werr := h.wait(ctx); werr != nil {
+		return werr
+	}
+	return err
+}
+
+func (h *hold) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || !h.take(method) {
+		return s, err
+	}
+	return &heldStream{ClientStream: s, h: h, ctx: ctx}, nil
+}
+
+// heldStream holds its first send (or, with after, its first receive).
+type heldStream struct {
+	grpc.ClientStream
+	h    *hold
+	ctx  context.Context
+	done atomic.Bool
+}
+
+func (s *heldStream) SendMsg(m any) error {
+	if !s.h.after && s.done.CompareAndSwap(false, true) {
+		if err := s.h.wait(s.ctx); err != nil {
+			return err
+		}
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+func (s *heldStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if s.h.after && s.done.CompareAndSwap(false, true) {
+		if werr := s.h.wait(s.ctx); werr != nil {
+			return werr
+		}
+	}
+	return err
+}
+
+// heldClient is a client of eps whose calls go through the holds.
+func heldClient(t *testing.T, eps []string, holds ...*hold) *clientv3.Client {
+	t.Helper()
+	return etcdtest.Client(t, eps, func(c *clientv3.Config) {
+		for _, h := range holds {
+			c.DialOptions = append(c.DialOptions,
+				grpc.WithChainUnaryInterceptor(h.unary), grpc.WithChainStreamInterceptor(h.stream))
+		}
+	})
+}
