@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/electkit/election/internal/zktest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -285,4 +286,19 @@ func TestColourOnlyOnTerminals(t *testing.T) {
 	if isTerminal(f) {
 		t.Error("a regular file is not a terminal")
 	}
+}
+
+// TestDemoZK runs the story on a real ZooKeeper server, as a user with
+// their own ZooKeeper would: elect demo --backend zk --servers ….
+func TestDemoZK(t *testing.T) {
+	t.Parallel()
+	srv := zktest.Standalone(t)
+	code, out, errOut := elect(t, "demo", "--short", "--backend", "zk", "--servers", srv.Addr)
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr %q\n%s", code, errOut, out)
+	}
+	if !strings.Contains(out, "5 candidates on the zk backend (ZooKeeper at "+srv.Addr) {
+		t.Errorf("header:\n%s", out)
+	}
+	checkStory(t, out, false)
 }
