@@ -212,12 +212,14 @@ func TestPathDeletedUnderRunningElection(t *testing.T) {
 	ta := lead(t, a)
 	ch := campaignAsync(ctxT(t), b)
 	eventually(t, "b's node", func() bool { return len(children(t, admin, path)) == 2 })
+	// The whole election at once, as an operator's recursive delete, here in one
+	// transaction so that no candidate makes a node in between.
+	var ops []any
 	for _, n := range children(t, admin, path) {
-		if err := admin.Delete(path+"/"+n, -1); err != nil {
-			t.Fatal(err)
-		}
+		ops = append(ops, &gozk.DeleteRequest{Path: path + "/" + n, Version: -1})
 	}
-	if err := admin.Delete(path, -1); err != nil {
+	ops = append(ops, &gozk.DeleteRequest{Path: path, Version: -1})
+	if _, err := admin.Multi(ops...); err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, ta, patience, "leader whose node was deleted")
