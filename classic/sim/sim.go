@@ -284,6 +284,8 @@ type Sim struct {
 	pending int      // actions and chaos events in timers (ticks excluded)
 
 	counts         []Count
+	lists          [][]classic.Rank // LCR member lists of messages in flight (wire.list)
+	freeLists      []int32
 	inFlight       int64
 	inFlightElect  int64
 	chaosDropUntil int64
@@ -676,7 +678,7 @@ func (s *Sim) send(i int32, out []classic.Message) {
 			d += s.net.Int64N(s.cfg.MaxDelay - d + 1)
 		}
 		s.seq++
-		e := msgEvent{at: s.now + d, seq: s.seq, from: i, to: j, kind: int32(ki), w: pack(m)}
+		e := msgEvent{at: s.now + d, seq: s.seq, from: i, to: j, kind: int32(ki), w: s.pack(m)}
 		s.wheel.push(&e)
 		s.inFlight++
 		if isElection(m.Kind) {
@@ -801,7 +803,7 @@ func (s *Sim) advance(at int64) {
 
 func (s *Sim) deliver(e *msgEvent) {
 	c := &s.counts[e.kind]
-	m := e.w.message(c.Kind)
+	m := s.unpack(&e.w, c.Kind)
 	s.inFlight--
 	if isElection(m.Kind) {
 		s.inFlightElect--
