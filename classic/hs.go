@@ -64,8 +64,9 @@
 //   - Eligibility: an ineligible node never stands and never swallows; it
 //     relays every token. As it sends no token of its own when it joins a
 //     run, it passes the news on: a wake-up, Election{Hop: 0}, one hop in
-//     the direction the news came from, relayed by ineligible nodes and
-//     consumed by the first eligible one, which stands. An ineligible node
+//     the direction the news came from, relayed by ineligible nodes (awake
+//     ones pass it on to its originator) and consumed by the first eligible
+//     one, which stands. An ineligible node
 //     that opens a run sends a wake-up clockwise with no candidate; if it
 //     comes back to it still without one, no node is eligible, and it
 //     closes the run with Elected{Cand: zero Rank}. With every node
@@ -278,6 +279,9 @@ func (h *HS) onToken(m Message) []Message {
 			h.electing, h.hasLeader, h.doneRun = false, false, h.run
 			return append(out, h.det.msg(h.det.peer(+1), Message{Kind: Elected, Run: h.run, Initiator: h.rank.ID}))
 		}
+		if !h.eligible && m.Initiator != h.rank.ID && m.Run == h.run && !h.det.dead(h.indexOf(m.Initiator)) {
+			return append(out, h.pass(m)) // not standing: relay it to its originator
+		}
 		return out
 	}
 	switch {
@@ -302,6 +306,11 @@ func hopLimit(k uint32) uint64 {
 		return math.MaxUint64
 	}
 	return 1 << k
+}
+
+func (h *HS) indexOf(id ID) int {
+	i, _ := h.mem.index(id)
+	return i
 }
 
 // knows reports whether id is a member.

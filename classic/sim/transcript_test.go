@@ -23,7 +23,7 @@ import (
 //
 // Commands:
 //
-//	ring|bully ids=3,32,5 [attrs=0,0,7] [seed=1] [delay=1|1-4] [drop=0.1]
+//	ring|bully|lcr|hs|… ids=3,32,5 [attrs=0,0,7] [seed=1] [delay=1|1-4] [drop=0.1]
 //	           [ticks=off] [hb=5] [timeout=20] [trace=election|all] [settle=N] [maxtime=N]
 //	                   build the nodes and a simulator (also toyring, toybully)
 //	start|crash|recover id=N          an action, now
@@ -39,18 +39,33 @@ import (
 // algorithm builds one node of an algorithm.
 type algorithm func(cfg classic.Config) (classic.Node, error)
 
-// algorithms lists what the scripts and the property tests can build: the
-// algorithms of package classic, and the toys of toy_test.go.
-var algorithms = map[string]algorithm{
-	"ring":  func(cfg classic.Config) (classic.Node, error) { return classic.NewRing(cfg) },
-	"bully": func(cfg classic.Config) (classic.Node, error) { return classic.NewBully(cfg) },
-	"toyring": func(cfg classic.Config) (classic.Node, error) {
-		return newToyRing(cfg.Members, indexOf(cfg.Members, cfg.ID)), nil
-	},
-	"toybully": func(cfg classic.Config) (classic.Node, error) {
-		return newToyBully(cfg.Members, indexOf(cfg.Members, cfg.ID), cfg.HeartbeatTicks, cfg.TimeoutTicks), nil
-	},
-}
+// algorithms lists what the scripts and the property tests can build: every
+// algorithm of sim.Algorithms (one node at a time, from the list's
+// constructor) and the toys of toy_test.go.
+var algorithms = func() map[string]algorithm {
+	m := map[string]algorithm{
+		"toyring": func(cfg classic.Config) (classic.Node, error) {
+			return newToyRing(cfg.Members, indexOf(cfg.Members, cfg.ID)), nil
+		},
+		"toybully": func(cfg classic.Config) (classic.Node, error) {
+			return newToyBully(cfg.Members, indexOf(cfg.Members, cfg.ID), cfg.HeartbeatTicks, cfg.TimeoutTicks), nil
+		},
+	}
+	for _, a := range sim.Algorithms() {
+		m[a.Name] = func(cfg classic.Config) (classic.Node, error) {
+			nodes, err := a.New(cfg.Members, cfg.HeartbeatTicks, cfg.TimeoutTicks)
+			if err != nil {
+				return nil, err
+			}
+			i := indexOf(cfg.Members, cfg.ID)
+			if i < 0 {
+				return nil, fmt.Errorf("%w: own ID %d is not in Members", classic.ErrInvalidConfig, cfg.ID)
+			}
+			return nodes[i], nil
+		}
+	}
+	return m
+}()
 
 func indexOf(ms []classic.Member, id classic.ID) int {
 	for i, m := range ms {
