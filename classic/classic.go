@@ -87,7 +87,7 @@ type Message struct {
 	// LCR and Hirschberg–Sinclair.
 	List  []Rank // lcr: the live members an Election gathered, in ring order; a Coordinator carries them. Read-only: nodes copy before appending
 	Phase uint32 // hs: the token's phase k (it travels 2^k hops)
-	Hop   uint64 // hs: hops travelled so far (1 on the first); 0 marks a wake-up
+	Hop   uint64 // hs: hops travelled so far (1 on the first); 0 marks a wake-up. lcr: 1 on an Election whose candidate leads already, in the epoch it carries
 	Left  bool   // hs: the message travels to predecessors (counterclockwise)
 }
 
@@ -118,6 +118,10 @@ func (m Message) extra() string {
 			s += r.String()
 		}
 		s += "]"
+		if m.Kind == Election && m.Hop == 1 {
+			s += " (cand leads)"
+		}
+		return s
 	}
 	if m.Hop != 0 || m.Phase != 0 || m.Left {
 		dir := "→"

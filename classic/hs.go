@@ -54,7 +54,7 @@
 //     run r itself are relayed as usual.
 //   - A node that skips a dead neighbour while an election runs, or whose
 //     leader died, opens a new run: tokens may have died with the node. An
-//     election that sees no Elected within 2N·TimeoutTicks (re-armed by each
+//     election that sees no Elected within N·TimeoutTicks (re-armed by each
 //     of its messages) opens a new run too.
 //   - Epochs, as in ring.go: tokens and replies carry the highest epoch
 //     along their path; the winner's own token has just gone round the whole
@@ -443,7 +443,7 @@ func (h *HS) initiate(leaderGone bool) []Message {
 }
 
 func (h *HS) arm() {
-	h.deadline = satAdd(h.det.now, satMul(2*h.det.to, uint64(h.mem.Len())))
+	h.deadline = satAdd(h.det.now, satMul(h.det.to, uint64(h.mem.Len())))
 }
 
 // learn takes in the highest epoch a Heartbeat or Ack carries (ring.go).

@@ -46,6 +46,11 @@
 //     highest epoch along its path, so the initiator, whose Election has just
 //     visited every live node, announces that + 1 (or the current epoch when
 //     the winner already leads in the highest epoch: its leadership goes on).
+//     The initiator cannot tell by itself whether the winner leads already:
+//     the Election says so (Hop = 1) when the winner, passing it on, leads
+//     in the highest epoch the message carries, and no later node raised
+//     that epoch or outranked it. A recovered node's election then confirms
+//     the leader without a new term, as the ring's does.
 //     A Coordinator that is stale for its receiver (an epoch below its
 //     highest, or equal to it with another leader) is not adopted: the
 //     receiver initiates, and its Election carries the higher epoch round.
@@ -243,9 +248,14 @@ func (l *LCR) onElection(m Message) []Message {
 		// Add ourselves and pass it on.
 		m.List = append(slices.Clip(m.List), l.rank)
 		if l.eligible && better(l.rank, m.Cand) {
-			m.Cand = l.rank
+			m.Cand, m.Hop = l.rank, 0
 		}
-		m.Epoch = max(m.Epoch, l.maxEpoch)
+		if l.maxEpoch > m.Epoch {
+			m.Epoch, m.Hop = l.maxEpoch, 0
+		}
+		if m.Cand == l.rank && l.leads() && l.leaderEpoch == m.Epoch {
+			m.Hop = 1 // the candidate leads already, in the highest epoch so far
+		}
 		return []Message{l.det.msg(l.det.peer(+1), m)}
 	}
 	// Our Election is back: pick the winner and announce it.
@@ -253,6 +263,7 @@ func (l *LCR) onElection(m Message) []Message {
 		return l.initiate(false) // it died meanwhile
 	}
 	c := Message{Kind: Coordinator, Cand: m.Cand, Run: m.Run, Initiator: l.rank.ID, List: m.List}
+	continues := m.Hop == 1 && m.Epoch == l.maxEpoch // the winner leads in the highest epoch
 	l.electing = false
 	l.doneRun, l.doneInit = l.run, l.self
 	l.live = m.List
@@ -264,7 +275,7 @@ func (l *LCR) onElection(m Message) []Message {
 		return l.initiate(true)
 	}
 	epoch := l.maxEpoch + 1
-	if l.hasLeader && int(l.leader) == candPos && l.leaderEpoch == l.maxEpoch {
+	if continues || (l.hasLeader && int(l.leader) == candPos && l.leaderEpoch == l.maxEpoch) {
 		epoch = l.maxEpoch // the leader wins again: its leadership goes on
 	} else if l.maxEpoch == math.MaxUint64 {
 		return nil // epochs exhausted: never reuse one
@@ -346,6 +357,9 @@ func (l *LCR) initiate(leaderGone bool) []Message {
 	m := Message{Kind: Election, Initiator: l.rank.ID, Run: l.run, Epoch: l.maxEpoch, List: []Rank{l.rank}}
 	if l.eligible {
 		m.Cand = l.rank
+		if l.leads() && l.leaderEpoch == l.maxEpoch {
+			m.Hop = 1
+		}
 	}
 	return []Message{l.det.msg(l.det.peer(+1), m)}
 }

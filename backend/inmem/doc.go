@@ -1,6 +1,6 @@
 // Package inmem runs the classic leader-election algorithms of package
 // classic live, inside one process: a Cluster gives each member a node of
-// the chosen algorithm (Ring or Bully) driven by a goroutine of its own, and
+// the chosen algorithm (Ring, Bully, LCR or HS) driven by a goroutine of its own, and
 // the nodes talk over an in-process network with a configurable latency.
 // Its members are election.Electors, so the package is both the election
 // for programs whose replicas live in one process and the test double for
@@ -111,7 +111,7 @@
 //
 // # Guarantees
 //
-// Ring and bully assume a synchronous network and a perfect failure
+// Ring, bully, LCR and HS assume a synchronous network and a perfect failure
 // detector: messages arrive within a known delay and a node that does not
 // answer in time has crashed. The cluster keeps that model until you call
 // Partition. Of the contract of package election:
@@ -146,7 +146,8 @@
 //     to an older build of the nodes, is dropped (and logged at debug level).
 //   - P9 no herd: holds for callers: a leader change wakes only the new
 //     leader's Campaign. The algorithms themselves message every member
-//     (ring 2N to 3N messages per election, bully up to N²).
+//     (ring 2N to 3N messages per election, LCR 2N, HS O(N log N), bully
+//     up to N²).
 //
 // What needs a quorum: P3 under partitions, and with it "one valid Term at
 // a time" in general. A leader that keeps its Term only while a majority of
