@@ -20,6 +20,7 @@ type msgEvent struct {
 	seq      uint64
 	from, to int32 // member indexes
 	kind     int32 // index into Sim.counts
+	rec      int32 // index into Sim.rec.Messages + 1; 0 when not recording
 	w        wire
 }
 
