@@ -414,4 +414,3 @@ func niceStep(tmax int64) int64 {
 	}
 	return max(int64(10*p), 1)
 }
-
