@@ -202,15 +202,28 @@ func (l *LCR) Step(m Message) []Message {
 	}
 }
 
-// validList checks that every rank listed is a member's, once.
+// validList checks that every rank listed is a member's, and that they
+// go clockwise round the ring from the first, less than once round (so
+// none is listed twice), in O(len(list)).
 func (l *LCR) validList(list []Rank) bool {
-	if len(list) > l.mem.Len() {
+	n := l.mem.Len()
+	if len(list) > n {
 		return false
 	}
+	first, prev := 0, -1
 	for i, r := range list {
-		if p, ok := candidateOf(l.mem, r); !ok || p < 0 || slices.Contains(list[:i], r) {
+		p, ok := candidateOf(l.mem, r)
+		if !ok || p < 0 {
 			return false
 		}
+		if i == 0 {
+			first = p
+		}
+		d := ((p-first)%n + n) % n
+		if d <= prev {
+			return false
+		}
+		prev = d
 	}
 	return true
 }

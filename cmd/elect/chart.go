@@ -27,6 +27,7 @@ type chartLine struct {
 	alg              sim.Algorithm
 	ns               []int
 	best, avg, worst []float64
+	lo, hi           []float64 // the fewest and most messages of any run
 }
 
 // writeChart runs every algorithm and writes the chart to file, printing
@@ -53,6 +54,12 @@ func writeChart(w io.Writer, file string, seed uint64) error {
 				}
 			}
 			sum := 0.0
+			lo, hi := math.Inf(1), math.Inf(-1)
+			for _, v := range []float64{best, worst} {
+				if !math.IsNaN(v) {
+					lo, hi = math.Min(lo, v), math.Max(hi, v)
+				}
+			}
 			rng := rand.New(rand.NewPCG(seed, uint64(n)))
 			for s := range chartSeeds {
 				m, err := chartRun(a, n, a.TypicalCase(n, rng), seed+uint64(s), 3)
@@ -60,10 +67,12 @@ func writeChart(w io.Writer, file string, seed uint64) error {
 					return err
 				}
 				sum += m
+				lo, hi = math.Min(lo, m), math.Max(hi, m)
 			}
 			avg := sum / chartSeeds
 			l.ns = append(l.ns, n)
 			l.best, l.avg, l.worst = append(l.best, best), append(l.avg, avg), append(l.worst, worst)
+			l.lo, l.hi = append(l.lo, lo), append(l.hi, hi)
 			fmt.Fprintf(w, "%-8s %6d %12.0f %12.0f %12.0f\n", a.Name, n, best, avg, worst)
 		}
 		lines = append(lines, l)
@@ -129,7 +138,7 @@ func drawChart(b *bufio.Writer, lines []chartLine) {
 	f(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	f(`<text x="%.0f" y="34" font-size="21" font-weight="bold">Election messages against N, failure-free runs</text>`+"\n", left)
 	f(`<text x="%.0f" y="58" font-size="13" fill="#444">line: average over %d seeds (random ring order, one random initiator; hs: every node initiates; delays 1–3 ticks)</text>`+"\n", left, chartSeeds)
-	f(`<text x="%.0f" y="76" font-size="13" fill="#444">band: from the best case (dashed) to the worst case (dotted), as the seeds define them; log–log scales</text>`+"\n", left)
+	f(`<text x="%.0f" y="76" font-size="13" fill="#444">dashed: the best case, dotted: the worst case, as the seeds define them; band: the fewest to the most messages of any run</text>`+"\n", left)
 	// Axes and grid.
 	for e := yBot; e <= yTop; e++ {
 		y := py(math.Pow(10, e))
@@ -162,20 +171,16 @@ func drawChart(b *bufio.Writer, lines []chartLine) {
 		c := chartColours[k%len(chartColours)]
 		// Band from best to worst.
 		var band strings.Builder
-		ok := true
+		ok := true // every N has a run
 		for i, n := range l.ns {
-			if math.IsNaN(l.best[i]) || math.IsNaN(l.worst[i]) {
-				ok = false
-				break
-			}
 			cmd := "L"
 			if i == 0 {
 				cmd = "M"
 			}
-			fmt.Fprintf(&band, "%s%.1f,%.1f ", cmd, px(n), py(l.best[i]))
+			fmt.Fprintf(&band, "%s%.1f,%.1f ", cmd, px(n), py(l.lo[i]))
 		}
-		for i := len(l.ns) - 1; ok && i >= 0; i-- {
-			fmt.Fprintf(&band, "L%.1f,%.1f ", px(l.ns[i]), py(l.worst[i]))
+		for i := len(l.ns) - 1; i >= 0; i-- {
+			fmt.Fprintf(&band, "L%.1f,%.1f ", px(l.ns[i]), py(l.hi[i]))
 		}
 		if ok && len(l.ns) > 0 {
 			f(`<path d="%sZ" fill="%s" opacity="0.13"/>`+"\n", band.String(), c)
@@ -192,10 +197,12 @@ func drawChart(b *bufio.Writer, lines []chartLine) {
 		lx := W - right + 20
 		f(`<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="%s" stroke-width="3"/>`, lx, y, lx+26, y, c)
 		f(`<text x="%.0f" y="%.0f" font-size="14" font-weight="bold" fill="%s">%s</text>`+"\n", lx+34, y+5, c, esc(l.alg.Name))
-		f(`<text x="%.0f" y="%.0f" font-size="11" fill="#444">%s</text>`+"\n", lx+34, y+21, esc(shorten(l.alg.Title, 40)))
+		t1, t2 := split(l.alg.Title, 38)
+		f(`<text x="%.0f" y="%.0f" font-size="11" fill="#444">%s</text>`+"\n", lx+34, y+20, esc(t1))
 		if l.alg.MaxN > 0 {
-			f(`<text x="%.0f" y="%.0f" font-size="10" fill="#777">run up to N = %d</text>`+"\n", lx+34, y+34, l.alg.MaxN)
+			t2 = strings.TrimSpace(t2 + fmt.Sprintf(" (up to N = %d)", l.alg.MaxN))
 		}
+		f(`<text x="%.0f" y="%.0f" font-size="11" fill="#444">%s</text>`+"\n", lx+34, y+33, esc(t2))
 	}
 	f(`<text x="%.0f" y="%.0f" font-size="11" fill="#777">go run ./cmd/elect sim --chart docs/messages.svg</text>`+"\n", W-right+20, H-20)
 	f("</svg>\n")
@@ -208,12 +215,20 @@ func pow10Label(e int) string {
 	return fmt.Sprintf("1e%d", e)
 }
 
-func shorten(s string, n int) string {
+// split cuts s into two lines at a space before n runes.
+func split(s string, n int) (string, string) {
 	r := []rune(s)
 	if len(r) <= n {
-		return s
+		return s, ""
 	}
-	return string(r[:n-1]) + "…"
+	cut := n
+	for cut > 0 && r[cut] != ' ' {
+		cut--
+	}
+	if cut == 0 {
+		cut = n
+	}
+	return string(r[:cut]), strings.TrimSpace(string(r[cut:]))
 }
 
 func esc(s string) string {
