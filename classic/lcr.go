@@ -271,7 +271,14 @@ func (l *LCR) onElection(m Message) []Message {
 		}
 		return []Message{l.det.msg(l.det.peer(+1), m)}
 	}
-	// Our Election is back: pick the winner and announce it.
+	// Our Election is back: pick the winner and announce it. We are in the
+	// list too, and may have turned eligible since we sent it.
+	if l.eligible && better(l.rank, m.Cand) {
+		m.Cand, m.Hop, candPos = l.rank, 0, int(l.self)
+		if l.leads() && l.leaderEpoch == m.Epoch {
+			m.Hop = 1
+		}
+	}
 	if candPos >= 0 && l.det.dead(candPos) {
 		return l.initiate(false) // it died meanwhile
 	}
