@@ -34,7 +34,8 @@ func mustAlg(t testing.TB, name string) sim.Algorithm {
 }
 
 // runCase runs one failure-free case in the simulator and checks that it
-// settled on the best node, returning the election messages sent.
+// settled on the best node (any node, for an AnyLeader algorithm),
+// returning the election messages sent.
 func runCase(t testing.TB, a sim.Algorithm, n int, c sim.Case, seed uint64, maxDelay int64) int64 {
 	t.Helper()
 	s, st, err := a.RunCase(n, c, sim.Config{Seed: seed, MinDelay: 1, MaxDelay: maxDelay, Fencing: true}, 5, 20+4*int(maxDelay))
@@ -45,7 +46,7 @@ func runCase(t testing.TB, a sim.Algorithm, n int, c sim.Case, seed uint64, maxD
 		t.Fatalf("%s n=%d %s: %v", a.Name, n, c.What, err)
 	}
 	settled, ok := s.Settled()
-	if st != sim.StopQuiet || !ok || settled.Leader != classic.ID(n) {
+	if st != sim.StopQuiet || !ok || (settled.Leader != classic.ID(n) && !a.AnyLeader) {
 		t.Fatalf("%s n=%d %s: stop %v, settled %+v %v, want N%d", a.Name, n, c.What, st, settled, ok, n)
 	}
 	return s.Counts().Election().Sent
@@ -92,7 +93,8 @@ func TestHSCounts(t *testing.T) {
 }
 
 // TestRegistry: every algorithm the tools list builds nodes, elects the
-// best node in its best and worst cases, and is found by name.
+// best node in its best and worst cases (a live node, for Chubby: the
+// simulator's AnyLeader check), and is found by name.
 func TestRegistry(t *testing.T) {
 	seen := map[string]bool{}
 	for _, a := range sim.Algorithms() {

@@ -137,8 +137,8 @@ func drawChart(b *bufio.Writer, lines []chartLine) {
 	f(`<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="Helvetica, Arial, sans-serif">`+"\n", W, H, W, H)
 	f(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	f(`<text x="%.0f" y="34" font-size="21" font-weight="bold">Election messages against N, failure-free runs</text>`+"\n", left)
-	f(`<text x="%.0f" y="58" font-size="13" fill="#444">line: average over %d seeds (random ring order, one random initiator; hs: every node initiates; delays 1–3 ticks)</text>`+"\n", left, chartSeeds)
-	f(`<text x="%.0f" y="76" font-size="13" fill="#444">dashed: the best case, dotted: the worst case, as the seeds define them; band: the fewest to the most messages of any run</text>`+"\n", left)
+	f(`<text x="%.0f" y="58" font-size="13" fill="#444">line: average over %d seeds (random order, one random initiator; hs: all initiate; tree: on a ladder; delays 1–3 ticks)</text>`+"\n", left, chartSeeds)
+	f(`<text x="%.0f" y="76" font-size="13" fill="#444">dashed: the best case, dotted: the worst case, as the seeds define them; band: the fewest to the most of any run; chubby = zab</text>`+"\n", left)
 	// Axes and grid.
 	for e := yBot; e <= yTop; e++ {
 		y := py(math.Pow(10, e))

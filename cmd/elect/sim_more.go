@@ -124,7 +124,7 @@ func (p *simPlan) moreFormulas(f *simFormulas, g classic.Graph) {
 			f.caseName = "with crashes: dead replicas get requests but send no votes"
 			return
 		}
-		f.caseName = "no failure: the best replica stands first and wins uncontended"
+		f.caseName = "no failure: one replica stands first (an initiator, which suspects the master early, or else the best) and wins uncontended"
 		f.kinds[classic.VoteRequest] = expectation{"N-1", n - 1}
 		f.kinds[classic.Vote] = expectation{"N-1", n - 1}
 		f.kinds[classic.Coordinator] = expectation{"N-1", n - 1}
