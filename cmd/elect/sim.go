@@ -38,15 +38,18 @@ const (
 func simCommand() *command {
 	return &command{
 		name:     "sim",
-		summary:  "run a classic algorithm (ring, bully, lcr, hs, …) in the seeded simulator and count its messages",
-		synopsis: "[--algorithm ring|bully|lcr|hs|…] [--nodes N] [--initiators K|IDs] [--crash K|IDs] [--seed S] [--delay D] [--trace] [--svg FILE] | --chart FILE",
+		summary:  "run a classic algorithm (ring, bully, lcr, hs, tree, chubby, zab) in the seeded simulator and count its messages",
+		synopsis: "[--algorithm ring|bully|lcr|hs|tree|chubby|zab] [--nodes N] [--initiators K|IDs] [--crash K|IDs] [--seed S] [--delay D] [--trace] [--svg FILE] | --chart FILE",
 		about: `Runs one election of a classic algorithm of package classic (ring: Chang and
 Roberts; bully: Garcia-Molina; lcr: the ring as van Steen tells it, collecting
-the live members; hs: Hirschberg and Sinclair on a bidirectional ring; and
-every other algorithm classic/sim lists) in the deterministic simulator of classic/sim,
-and prints the messages it sent by kind next to the seeds' formulas for the
-case it ran, the leader the nodes settled on and its epoch (the fencing
-token), and with --trace every message.
+the live members; hs: Hirschberg and Sinclair on a bidirectional ring; tree:
+the ad hoc tree election of Vasudevan, Kurose and Towsley, on a ladder graph
+(N1-N2 on the first rung, each linked to the next rung); chubby: Chubby's
+quorum lease; zab: ZooKeeper's sequence/successor election) in the
+deterministic simulator of classic/sim, and prints the messages it sent by
+kind next to the seeds' formulas for the case it ran, the leader the nodes
+settled on and its epoch (the fencing token), and with --trace every
+message.
 
 The nodes are N1..N<nodes>; a node's rank is its ID, so N<nodes> is the best.
 The ring runs N1 → N2 → … → N<nodes> → N1: the best node's successor is N1.
@@ -58,8 +61,9 @@ delay when --delay is a range. Counts follow the seeds' convention: a
 message counts when it is sent, whether or not it arrives; Heartbeat and
 Ack belong to the failure detector and are listed apart.
 
---svg FILE draws the run (up to 200 nodes): the nodes on a circle with the
-leader highlighted, who sent to whom, and every message as an arrow in time.
+--svg FILE draws the run (up to 200 nodes): the nodes on a circle (the
+tree's laid out by its graph) with the leader highlighted, who sent to
+whom, and every message as an arrow in time.
 --chart FILE runs every algorithm for N = 4 to 4,096 (best case, average
 over seeds, worst case) and draws messages against N; it ignores the other
 flags but --seed.`,
@@ -69,6 +73,8 @@ elect sim --algorithm bully --nodes 8 --initiators N1    # worst case: N^2-1 = 6
 elect sim --algorithm bully --nodes 6 --crash N6 --initiators N1 --trace
 elect sim --algorithm lcr --nodes 8 --crash N8 --initiators N7,N4 --svg run.svg
 elect sim --algorithm hs --nodes 16 --initiators all     # at most 8n(1+log2 n)
+elect sim --algorithm tree --nodes 10 --svg tree.svg    # 4E-N+1 = 43 on the ladder
+elect sim --algorithm zab --nodes 6 --crash N6           # N5 takes over
 elect sim --chart docs/messages.svg`,
 		setup: func(f *flagSet) func(context.Context, io.Writer) error {
 			var sf simFlags

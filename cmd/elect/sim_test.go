@@ -235,3 +235,26 @@ func TestChartDraws(t *testing.T) {
 		}
 	}
 }
+
+// TestSimEveryAlgorithm: every algorithm of the list runs in elect sim with
+// one initiator and no failure, its election total beside a formula that
+// holds, and draws its run; the tree's picture draws the ladder it ran on.
+func TestSimEveryAlgorithm(t *testing.T) {
+	for _, a := range sim.Algorithms() {
+		t.Run(a.Name, func(t *testing.T) {
+			svg := filepath.Join(t.TempDir(), a.Name+".svg")
+			_, out := simCounts(t, "--algorithm", a.Name, "--nodes", "8", "--initiators", "N3", "--svg", svg)
+			if !regexp.MustCompile(`(?m)^election total .* ok$`).MatchString(out) {
+				t.Errorf("no formula checked for the election total:\n%s", out)
+			}
+			b, err := os.ReadFile(svg)
+			if err != nil || !strings.Contains(string(b), "<svg") {
+				t.Fatalf("picture: %v", err)
+			}
+			links := strings.Count(string(b), `stroke="#ddd" stroke-width="2"`)
+			if want := map[string]int{"tree": 10}[a.Name]; links != want { // the ladder of 8: 4 rungs, 2×3 rails
+				t.Errorf("%d graph links drawn, want %d", links, want)
+			}
+		})
+	}
+}
