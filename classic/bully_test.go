@@ -1,6 +1,7 @@
 package classic
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -346,7 +347,7 @@ func TestBullyStaleCoordinator(t *testing.T) {
 			n.tick()
 		}
 		stale := Message{Kind: Coordinator, From: 5, Cand: Rank{ID: 5}, Epoch: 2}
-		if i := slices.IndexFunc(n.log, func(m Message) bool { m.To = 0; return m == stale }); i < 0 {
+		if i := slices.IndexFunc(n.log, func(m Message) bool { m.To = 0; return reflect.DeepEqual(m, stale) }); i < 0 {
 			t.Fatalf("expected N5 to announce the stale epoch 2: %v", n.transcript())
 		}
 		n.drop = nil

@@ -80,6 +80,13 @@ const (
 	Commit       Kind = "Commit"       // zab: COMMIT, after a quorum of ACKs
 )
 
+// The kinds added by LCR (ring-collect) and Hirschberg–Sinclair. LCR uses
+// Election and Coordinator as van Steen names them; HS sends its tokens as
+// Election, echoes them as Reply and announces the winner with Elected.
+const (
+	Reply Kind = "Reply" // hs: the 2^k-th node echoes a token back to its candidate
+)
+
 // Message is what nodes exchange. Fields beyond Kind, From and To are
 // meaningful per Kind, as each algorithm's file says.
 type Message struct {
@@ -90,6 +97,12 @@ type Message struct {
 	Epoch     uint64 // Elected/Coordinator: the new leadership's epoch; others: the sender's highest epoch
 	Seq       uint64 // failure detector: matches an Ack to what it acknowledges
 	Run       uint64 // ring: the election run an Election/Elected belongs to; (Run, Initiator's rank) orders concurrent runs
+
+	// LCR and Hirschberg–Sinclair.
+	List  []Rank // lcr: the live members an Election gathered, in ring order; a Coordinator carries them. Read-only: nodes copy before appending
+	Phase uint32 // hs: the token's phase k (it travels 2^k hops)
+	Hop   uint64 // hs: hops travelled so far (1 on the first); 0 marks a wake-up. lcr: 1 on an Election whose candidate leads already, in the epoch it carries
+	Left  bool   // hs: the message travels to predecessors (counterclockwise)
 }
 
 func (m Message) String() string {
@@ -105,6 +118,37 @@ func (m Message) String() string {
 		}
 	case Elected, Coordinator:
 		s += fmt.Sprintf(" leader=%v epoch=%d", m.Cand, m.Epoch)
+	}
+	s += m.extra()
+	return s
+}
+
+// extra formats the LCR and HS fields, when set.
+func (m Message) extra() string {
+	var s string
+	if m.List != nil {
+		s += " list=["
+		for i, r := range m.List {
+			if i > 0 {
+				s += " "
+			}
+			s += r.String()
+		}
+		s += "]"
+		if m.Kind == Election && m.Hop == 1 {
+			s += " (cand leads)"
+		}
+		return s
+	}
+	if m.Hop != 0 || m.Phase != 0 || m.Left {
+		dir := "→"
+		if m.Left {
+			dir = "←"
+		}
+		if m.Kind == Reply {
+			s += fmt.Sprintf(" cand=%v", m.Cand)
+		}
+		s += fmt.Sprintf(" k=%d hop=%d %s", m.Phase, m.Hop, dir)
 	}
 	return s
 }

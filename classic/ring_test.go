@@ -801,6 +801,8 @@ func TestNewRingConfigErrors(t *testing.T) {
 		for name, build := range map[string]func(Config) (Node, error){
 			"ring":  func(c Config) (Node, error) { return NewRing(c) },
 			"bully": func(c Config) (Node, error) { return NewBully(c) },
+			"lcr":   func(c Config) (Node, error) { return NewLCR(c) },
+			"hs":    func(c Config) (Node, error) { return NewHS(c) },
 		} {
 			nd, err := build(tc.cfg)
 			if err == nil || !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
@@ -902,6 +904,8 @@ func FuzzRingStep(f *testing.F) {
 		for _, build := range []func(Config) (Node, error){
 			func(c Config) (Node, error) { return NewRing(c) },
 			func(c Config) (Node, error) { return NewBully(c) },
+			func(c Config) (Node, error) { return NewLCR(c) },
+			func(c Config) (Node, error) { return NewHS(c) },
 		} {
 			nd, err := build(Config{ID: 5, Members: ms(lecture...), HeartbeatTicks: 1, TimeoutTicks: 3})
 			if err != nil {

@@ -3,8 +3,9 @@ package inmem
 import "github.com/electkit/election/classic"
 
 // Algorithm is a classic election algorithm a Cluster can run: a name and
-// the constructor of its nodes. The values are Ring, Bully, Tree and Zab;
-// the zero Algorithm is refused by NewCluster.
+// the constructor of its nodes. The values are Ring, Bully, LCR, HS, Tree
+// and Zab; the zero Algorithm is refused by NewCluster. Chubby's quorum
+// lease (classic.NewChubby) is not one of them: see the package doc.
 type Algorithm struct {
 	name    string
 	newNode func(classic.Config) (classic.Node, error)
@@ -19,7 +20,36 @@ var (
 	Bully = Algorithm{name: "bully", newNode: newBully}
 )
 
-// String returns the algorithm's name: "ring", "bully", "tree" or "zab".
+// LCR and Hirschberg–Sinclair: ring elections with the ring's fault model.
+var (
+	// LCR is the ring election as van Steen's book tells it
+	// (classic.NewLCR): the Election collects the live members, its
+	// initiator announces the best. The ring order is the join order.
+	LCR = Algorithm{name: "lcr", newNode: newLCR}
+	// HS is Hirschberg and Sinclair's election on a bidirectional ring
+	// (classic.NewHS), O(n log n) messages. The ring order is the join
+	// order.
+	HS = Algorithm{name: "hs", newNode: newHS}
+)
+
+func newLCR(cfg classic.Config) (classic.Node, error) {
+	n, err := classic.NewLCR(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func newHS(cfg classic.Config) (classic.Node, error) {
+	n, err := classic.NewHS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// String returns the algorithm's name: "ring", "bully", "lcr", "hs", "tree"
+// or "zab".
 func (a Algorithm) String() string {
 	if a.name == "" {
 		return "none"

@@ -78,7 +78,7 @@ func (g *generation) token(epoch uint64, id classic.ID) uint64 {
 // cluster and every member.
 func NewCluster(alg Algorithm, opts ...ClusterOption) (*Cluster, error) {
 	if alg.newNode == nil {
-		return nil, optErr("inmem.Algorithm", strconv.Quote(alg.name), "use inmem.Ring, inmem.Bully, inmem.Tree or inmem.Zab")
+		return nil, optErr("inmem.Algorithm", strconv.Quote(alg.name), "use inmem.Ring, inmem.Bully, inmem.LCR, inmem.HS, inmem.Tree or inmem.Zab")
 	}
 	cfg := defaultConfig()
 	for i, opt := range opts {

@@ -13,9 +13,9 @@ import (
 	"github.com/electkit/election"
 )
 
-var algorithms = []Algorithm{Ring, Bully}
+var algorithms = []Algorithm{Ring, Bully, LCR, HS}
 
-// forEach runs f for both algorithms, each in its own synctest bubble.
+// forEach runs f for every algorithm, each in its own synctest bubble.
 func forEach(t *testing.T, f func(t *testing.T, alg Algorithm)) {
 	for _, alg := range algorithms {
 		t.Run(alg.String(), func(t *testing.T) {

@@ -73,11 +73,11 @@ func harness(t *testing.T, alg Algorithm, opts ...ClusterOption) electiontest.Ha
 	}
 }
 
-// The conformance suite, in fake time, for both algorithms, with messages
+// The conformance suite, in fake time, for every algorithm, with messages
 // delivered at once and with a 5ms network (ordering, confirmation and
 // renewal arithmetic under latency).
 func TestConformance(t *testing.T) {
-	for _, alg := range []Algorithm{Ring, Bully} {
+	for _, alg := range []Algorithm{Ring, Bully, LCR, HS} {
 		t.Run(alg.String(), func(t *testing.T) { electiontest.Run(t, harness(t, alg)) })
 		t.Run(alg.String()+"/latency", func(t *testing.T) {
 			electiontest.Run(t, harness(t, alg, WithLatency(5*time.Millisecond)))

@@ -20,6 +20,7 @@ type msgEvent struct {
 	seq      uint64
 	from, to int32 // member indexes
 	kind     int32 // index into Sim.counts
+	rec      int32 // index into Sim.rec.Messages + 1; 0 when not recording
 	w        wire
 }
 
@@ -34,10 +35,17 @@ type messageFields struct {
 	Epoch     uint64
 	Seq       uint64
 	Run       uint64
+	List      []classic.Rank
+	Phase     uint32
+	Hop       uint64
+	Left      bool
 }
 
 var _ = messageFields(classic.Message{})
 
+// wire is a message in flight without its Kind. LCR's member lists, the
+// only pointers a Message holds, wait in Sim.lists; wire keeps their slot
+// (0 for none), so that events stay pointer-free.
 type wire struct {
 	From, To  classic.ID
 	Cand      classic.Rank
@@ -45,14 +53,38 @@ type wire struct {
 	Epoch     uint64
 	Seq       uint64
 	Run       uint64
+	Hop       uint64
+	Phase     uint32
+	list      int32 // slot in Sim.lists + 1; 0: List is nil
+	Left      bool
 }
 
-func pack(m *classic.Message) wire {
-	return wire{From: m.From, To: m.To, Cand: m.Cand, Initiator: m.Initiator, Epoch: m.Epoch, Seq: m.Seq, Run: m.Run}
+func (s *Sim) pack(m *classic.Message) wire {
+	w := wire{From: m.From, To: m.To, Cand: m.Cand, Initiator: m.Initiator, Epoch: m.Epoch, Seq: m.Seq, Run: m.Run,
+		Hop: m.Hop, Phase: m.Phase, Left: m.Left}
+	if m.List != nil {
+		if k := len(s.freeLists); k > 0 {
+			w.list = s.freeLists[k-1]
+			s.freeLists = s.freeLists[:k-1]
+			s.lists[w.list-1] = m.List
+		} else {
+			s.lists = append(s.lists, m.List)
+			w.list = int32(len(s.lists))
+		}
+	}
+	return w
 }
 
-func (w *wire) message(k classic.Kind) classic.Message {
-	return classic.Message{Kind: k, From: w.From, To: w.To, Cand: w.Cand, Initiator: w.Initiator, Epoch: w.Epoch, Seq: w.Seq, Run: w.Run}
+// unpack rebuilds the message and frees its list slot.
+func (s *Sim) unpack(w *wire, k classic.Kind) classic.Message {
+	m := classic.Message{Kind: k, From: w.From, To: w.To, Cand: w.Cand, Initiator: w.Initiator, Epoch: w.Epoch, Seq: w.Seq, Run: w.Run,
+		Hop: w.Hop, Phase: w.Phase, Left: w.Left}
+	if w.list != 0 {
+		m.List = s.lists[w.list-1]
+		s.lists[w.list-1] = nil
+		s.freeLists = append(s.freeLists, w.list)
+	}
+	return m
 }
 
 // chunkSize is how many messages one chunk of a slot's FIFO holds.

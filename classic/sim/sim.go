@@ -128,6 +128,9 @@ type Config struct {
 	Topology classic.Graph
 	// TailLen is how many recent events a violation report shows; 0 means 24.
 	TailLen int
+	// Record keeps every message and action as data (Sim.Record), for
+	// pictures of the run (WriteSVG). It costs memory per message.
+	Record bool
 }
 
 // Validate reports the first invalid field of c, naming it.
@@ -296,11 +299,14 @@ type Sim struct {
 	leases leases // Chubby's master leases, see lease.go
 
 	counts         []Count
+	lists          [][]classic.Rank // LCR member lists of messages in flight (wire.list)
+	freeLists      []int32
 	inFlight       int64
 	inFlightElect  int64
 	chaosDropUntil int64
 
 	check checker
+	rec   Recording
 
 	traceOn   bool
 	trace     []string
@@ -591,6 +597,7 @@ func (s *Sim) act(a Action, strict bool) error {
 		return nil
 	}
 	s.check.disturbed(s)
+	s.recordAction(a)
 	switch a.Op {
 	case OpStart:
 		s.emit(record{op: recAction, node: a.ID, note: "start"})
@@ -681,16 +688,19 @@ func (s *Sim) send(i int32, out []classic.Message) {
 		if s.parted && s.group[i] != s.group[j] {
 			c.Dropped++
 			s.emit(record{op: recDropSend, m: *m, note: "partition"})
+			s.recordSend(m, s.now, "partition")
 			continue
 		}
 		if !s.linked(i, j) {
 			c.Dropped++
 			s.emit(record{op: recDropSend, m: *m, note: "no link"})
+			s.recordSend(m, s.now, "no link")
 			continue
 		}
 		if p := s.dropProb(); p > 0 && s.net.Float64() < p {
 			c.Dropped++
 			s.emit(record{op: recDropSend, m: *m, note: "lost"})
+			s.recordSend(m, s.now, "lost")
 			continue
 		}
 		d := s.cfg.MinDelay
@@ -698,7 +708,7 @@ func (s *Sim) send(i int32, out []classic.Message) {
 			d += s.net.Int64N(s.cfg.MaxDelay - d + 1)
 		}
 		s.seq++
-		e := msgEvent{at: s.now + d, seq: s.seq, from: i, to: j, kind: int32(ki), w: pack(m)}
+		e := msgEvent{at: s.now + d, seq: s.seq, from: i, to: j, kind: int32(ki), w: s.pack(m), rec: s.recordSend(m, s.now+d, "")}
 		s.wheel.push(&e)
 		s.inFlight++
 		if isElection(m.Kind) {
@@ -824,7 +834,7 @@ func (s *Sim) advance(at int64) {
 
 func (s *Sim) deliver(e *msgEvent) {
 	c := &s.counts[e.kind]
-	m := e.w.message(c.Kind)
+	m := s.unpack(&e.w, c.Kind)
 	s.inFlight--
 	if isElection(m.Kind) {
 		s.inFlightElect--
@@ -834,11 +844,13 @@ func (s *Sim) deliver(e *msgEvent) {
 	if !s.up[j] {
 		c.Dropped++
 		s.emit(record{op: recDrop, m: m, note: "down"})
+		s.recordDrop(e.rec, "down")
 		return
 	}
 	if s.parted && s.group[j] != s.group[e.from] {
 		c.Dropped++
 		s.emit(record{op: recDrop, m: m, note: "partition"})
+		s.recordDrop(e.rec, "partition")
 		return
 	}
 	c.Delivered++

@@ -23,7 +23,7 @@ import (
 //
 // Commands:
 //
-//	ring|bully ids=3,32,5 [attrs=0,0,7] [seed=1] [delay=1|1-4] [drop=0.1]
+//	ring|bully|lcr|hs|… ids=3,32,5 [attrs=0,0,7] [seed=1] [delay=1|1-4] [drop=0.1]
 //	           [ticks=off] [hb=5] [timeout=20] [trace=election|all] [settle=N] [maxtime=N]
 //	                   build the nodes and a simulator (also toyring, toybully)
 //	start|crash|recover id=N          an action, now
@@ -44,25 +44,36 @@ import (
 // algorithm builds one node of an algorithm.
 type algorithm func(cfg classic.Config) (classic.Node, error)
 
-// algorithms lists what the scripts and the property tests can build: the
-// algorithms of package classic, and the toys of toy_test.go.
-var algorithms = map[string]algorithm{
-	"ring":  func(cfg classic.Config) (classic.Node, error) { return classic.NewRing(cfg) },
-	"bully": func(cfg classic.Config) (classic.Node, error) { return classic.NewBully(cfg) },
-	// The ad hoc tree (on a complete graph unless a script or test gives a
-	// topology, see graph_test.go), Chubby's quorum lease, ZooKeeper's
-	// sequence/successor election.
-	"tree":   func(cfg classic.Config) (classic.Node, error) { return classic.NewTree(cfg, nil) },
-	"chubby": func(cfg classic.Config) (classic.Node, error) { return classic.NewChubby(cfg) },
-	"zab":    func(cfg classic.Config) (classic.Node, error) { return classic.NewZab(cfg) },
-
-	"toyring": func(cfg classic.Config) (classic.Node, error) {
-		return newToyRing(cfg.Members, indexOf(cfg.Members, cfg.ID)), nil
-	},
-	"toybully": func(cfg classic.Config) (classic.Node, error) {
-		return newToyBully(cfg.Members, indexOf(cfg.Members, cfg.ID), cfg.HeartbeatTicks, cfg.TimeoutTicks), nil
-	},
-}
+// algorithms lists what the scripts and the property tests can build: every
+// algorithm of sim.Algorithms (one node at a time, from the list's
+// constructor) and the toys of toy_test.go. The tree is the exception: the
+// list runs it on a ladder graph, the scripts and the property tests on the
+// complete graph unless they give a topology (graph_test.go).
+var algorithms = func() map[string]algorithm {
+	m := map[string]algorithm{
+		"toyring": func(cfg classic.Config) (classic.Node, error) {
+			return newToyRing(cfg.Members, indexOf(cfg.Members, cfg.ID)), nil
+		},
+		"toybully": func(cfg classic.Config) (classic.Node, error) {
+			return newToyBully(cfg.Members, indexOf(cfg.Members, cfg.ID), cfg.HeartbeatTicks, cfg.TimeoutTicks), nil
+		},
+	}
+	for _, a := range sim.Algorithms() {
+		m[a.Name] = func(cfg classic.Config) (classic.Node, error) {
+			nodes, err := a.New(cfg.Members, cfg.HeartbeatTicks, cfg.TimeoutTicks)
+			if err != nil {
+				return nil, err
+			}
+			i := indexOf(cfg.Members, cfg.ID)
+			if i < 0 {
+				return nil, fmt.Errorf("%w: own ID %d is not in Members", classic.ErrInvalidConfig, cfg.ID)
+			}
+			return nodes[i], nil
+		}
+	}
+	m["tree"] = func(cfg classic.Config) (classic.Node, error) { return classic.NewTree(cfg, nil) }
+	return m
+}()
 
 func indexOf(ms []classic.Member, id classic.ID) int {
 	for i, m := range ms {
@@ -292,7 +303,9 @@ func (h *harness) build(t *testing.T, td *datadriven.TestData, alg algorithm) (s
 		}
 	}
 	td.MaybeScanArgs(t, "settle", &cfg.SettleWithin)
-	cfg.AnyLeader = td.Cmd == "chubby" // whoever wins a majority
+	if a, err := sim.Lookup(td.Cmd); err == nil {
+		cfg.AnyLeader = a.AnyLeader // chubby: whoever wins a majority
+	}
 	td.MaybeScanArgs(t, "maxtime", &cfg.MaxTime)
 	hb, timeout := 5, 20
 	td.MaybeScanArgs(t, "hb", &hb)

@@ -109,7 +109,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"sim", "--nodes"}, "--nodes: needs a value"},
 		{[]string{"sim", "--frob=1"}, "unknown flag --frob"},
 		{[]string{"sim", "extra"}, `unexpected argument "extra"`},
-		{[]string{"sim", "--algorithm", "paxos"}, "--algorithm=paxos: must be ring, bully, tree, chubby or zab"},
+		{[]string{"sim", "--algorithm", "paxos"}, "--algorithm=paxos: must be one of ring, bully, lcr, hs, tree, chubby, zab"},
 		{[]string{"sim", "--algorithm", "bully", "--nodes", "5000"}, "--nodes=5000: the bully sends about N² messages"},
 		{[]string{"sim", "--nodes", "5", "--crash", "N6"}, "--crash=N6: no node N6: the nodes are N1..N5"},
 		{[]string{"sim", "--nodes", "5", "--crash", "N2,N2"}, "--crash=N2,N2: N2 is listed twice"},

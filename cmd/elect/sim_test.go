@@ -1,11 +1,20 @@
 package main
 
 import (
+	"bufio"
+	"encoding/xml"
 	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/electkit/election/classic/sim"
 )
 
 // simCounts runs elect sim and returns the messages sent by kind, as the
@@ -16,7 +25,7 @@ func simCounts(t *testing.T, args ...string) (map[string]int64, string) {
 	if code != exitOK {
 		t.Fatalf("elect sim %v: exit %d\n%s%s", args, code, out, errOut)
 	}
-	row := regexp.MustCompile(`(?m)^(Election|Elected|OK|Coordinator|NewLeader|LeaderAck|Commit|election total|Heartbeat|Ack)\s+(\d+)\s+(\d+)\s+(\d+)`)
+	row := regexp.MustCompile(`(?m)^(Election|Reply|Elected|OK|Coordinator|TreeElection|TreeAck|TreeLeader|VoteRequest|Vote|NewLeader|LeaderAck|Commit|election total|Heartbeat|Ack)\s+(\d+)\s+(\d+)\s+(\d+)`)
 	counts := map[string]int64{}
 	for _, m := range row.FindAllStringSubmatch(out, -1) {
 		n, err := strconv.ParseInt(m[2], 10, 64)
@@ -154,5 +163,98 @@ func TestSimZab(t *testing.T) {
 	_, out := simCounts(t, "--algorithm", "zab", "--nodes", "6", "--crash", "N6")
 	if !strings.Contains(out, "leader: N5,") {
 		t.Errorf("N6 down: output\n%s", out)
+	}
+}
+
+// TestSimLCR: one initiator, no failure: 2N wherever it starts (the
+// slides: best case = worst case); van Steen's figure with N8 down and N7,
+// N4 initiating elects N7; --svg draws the run.
+func TestSimLCR(t *testing.T) {
+	for _, n := range []int64{2, 5, 12} {
+		for _, init := range []int64{1, n} {
+			c, out := simCounts(t, "--algorithm", "lcr", "--nodes", strconv.FormatInt(n, 10), "--initiators", fmt.Sprintf("N%d", init))
+			if c["Election"] != n || c["Coordinator"] != n || c["election total"] != 2*n {
+				t.Errorf("N=%d, N%d initiates: %v, want 2N = %d", n, init, c, 2*n)
+			}
+			if !strings.Contains(out, fmt.Sprintf("leader: N%d, epoch 1", n)) {
+				t.Errorf("output:\n%s", out)
+			}
+		}
+	}
+	svg := filepath.Join(t.TempDir(), "run.svg")
+	_, out := simCounts(t, "--algorithm", "lcr", "--nodes", "8", "--crash", "N8", "--initiators", "N7,N4", "--svg", svg)
+	if !strings.Contains(out, "leader: N7, epoch 1") || !strings.Contains(out, "picture of the run: "+svg) {
+		t.Errorf("output:\n%s", out)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil || !strings.Contains(string(b), "<svg") || !strings.Contains(string(b), ">leader<") {
+		t.Errorf("picture: %v\n%.300s", err, b)
+	}
+}
+
+// TestSimHS: Hirschberg–Sinclair stays within 8n(1+⌈log₂ n⌉) with every
+// node initiating or one, and sends one Elected lap.
+func TestSimHS(t *testing.T) {
+	for _, n := range []int64{2, 7, 16, 100} {
+		for _, init := range []string{"all", "N1"} {
+			c, out := simCounts(t, "--algorithm", "hs", "--nodes", strconv.FormatInt(n, 10), "--initiators", init, "--delay", "1-3")
+			bound := 8 * n * (1 + int64(bits.Len64(uint64(n-1))))
+			if c["election total"] > bound || c["Elected"] != n {
+				t.Errorf("N=%d, initiators %s: %v, want at most %d and N Elected", n, init, c, bound)
+			}
+			if !strings.Contains(out, fmt.Sprintf("≤ %d", bound)) || !strings.Contains(out, fmt.Sprintf("leader: N%d,", n)) {
+				t.Errorf("output:\n%s", out)
+			}
+		}
+	}
+}
+
+// TestChartDraws: the chart names every listed algorithm (what the
+// integrator's additions rely on) and is well-formed.
+func TestChartDraws(t *testing.T) {
+	var lines []chartLine
+	for _, a := range sim.Algorithms() {
+		lines = append(lines, chartLine{alg: a, ns: []int{4, 8}, best: []float64{4, 8}, avg: []float64{5, 11}, worst: []float64{6, math.NaN()},
+			lo: []float64{4, 8}, hi: []float64{6, 12}})
+	}
+	var b strings.Builder
+	w := bufio.NewWriter(&b)
+	drawChart(w, lines)
+	w.Flush()
+	dec := xml.NewDecoder(strings.NewReader(b.String()))
+	for {
+		if _, err := dec.Token(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+	}
+	for _, a := range sim.Algorithms() {
+		if !strings.Contains(b.String(), ">"+a.Name+"<") {
+			t.Errorf("%s missing from the chart", a.Name)
+		}
+	}
+}
+
+// TestSimEveryAlgorithm: every algorithm of the list runs in elect sim with
+// one initiator and no failure, its election total beside a formula that
+// holds, and draws its run; the tree's picture draws the ladder it ran on.
+func TestSimEveryAlgorithm(t *testing.T) {
+	for _, a := range sim.Algorithms() {
+		t.Run(a.Name, func(t *testing.T) {
+			svg := filepath.Join(t.TempDir(), a.Name+".svg")
+			_, out := simCounts(t, "--algorithm", a.Name, "--nodes", "8", "--initiators", "N3", "--svg", svg)
+			if !regexp.MustCompile(`(?m)^election total .* ok$`).MatchString(out) {
+				t.Errorf("no formula checked for the election total:\n%s", out)
+			}
+			b, err := os.ReadFile(svg)
+			if err != nil || !strings.Contains(string(b), "<svg") {
+				t.Fatalf("picture: %v", err)
+			}
+			links := strings.Count(string(b), `stroke="#ddd" stroke-width="2"`)
+			if want := map[string]int{"tree": 10}[a.Name]; links != want { // the ladder of 8: 4 rungs, 2×3 rails
+				t.Errorf("%d graph links drawn, want %d", links, want)
+			}
+		})
 	}
 }
