@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/watch"
 )
 
 // ErrMalformedKey: a key under the election's prefix is not a candidate key
@@ -52,7 +53,7 @@ type Elector struct {
 	cand    *candidacy
 	pending []*candidacy           // ended, but their key or lease not yet released
 	clocks  []*election.LeaseClock // the clocks of Terms whose hooks may still run: Close waits for them
-	obs     *observer
+	obs     *watch.Feed            // Observe: one watcher per Elector, started by the first stream
 }
 
 // candidacy is one key under one lease, from Campaign until it is withdrawn.
@@ -97,7 +98,7 @@ func New(cli *clientv3.Client, name string, opts ...election.Option) (*Elector, 
 	return &Elector{
 		cli: cli, name: name, prefix: name + "/", o: o, log: o.Logger,
 		ttlSec: int64(math.Ceil(o.TTL.Seconds())),
-		sem:    make(chan struct{}, 1), closing: make(chan struct{}), bg: bg, stopBg: stop,
+		sem:    make(chan struct{}, 1), closing: make(chan struct{}), bg: bg, stopBg: stop, obs: watch.NewFeed(),
 	}, nil
 }
 

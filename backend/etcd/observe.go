@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -63,14 +62,6 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 	}
 }
 
-// observer keeps the election's keys from one watch on the whole prefix and
-// publishes the leader they give on a Board that every Observe stream of
-// the Elector reads.
-type observer struct {
-	board *watch.Board
-	ready chan struct{} // closed once the board holds the store's state
-}
-
 // Observe implements election.Elector. The first value is the state the
 // Elector's watcher read from etcd (it waits for that read); then every
 // change. The watcher survives compaction, a lost connection and a member
@@ -81,23 +72,14 @@ type observer struct {
 func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		ch := make(chan election.Leader)
-		close(ch)
-		return ch
+	if e.closed { // Close may be waiting on wg: start nothing
+		return watch.Closed()
 	}
-	if e.obs == nil {
-		e.obs = &observer{board: watch.NewBoard(), ready: make(chan struct{})}
-		e.wg.Add(1)
-		go e.observeLoop(e.obs)
-	}
-	return e.obs.board.StreamWhen(e.obs.ready, ctx, e.closing, &e.wg)
+	return e.obs.Stream(ctx, e.closing, &e.wg, e.observeLoop)
 }
 
-func (e *Elector) observeLoop(o *observer) {
-	defer e.wg.Done()
+func (e *Elector) observeLoop() {
 	ctx := e.bg
-	var readyOnce sync.Once
 	warned := map[string]bool{}
 	for ctx.Err() == nil {
 		resp, err := e.cli.Get(ctx, e.prefix, clientv3.WithPrefix())
@@ -112,15 +94,14 @@ func (e *Elector) observeLoop(o *observer) {
 		for _, kv := range resp.Kvs {
 			kvs[string(kv.Key)] = kv
 		}
-		e.publish(o, kvs, warned)
-		readyOnce.Do(func() { close(o.ready) })
-		e.follow(ctx, o, kvs, resp.Header.Revision+1, warned)
+		e.publish(kvs, warned)
+		e.follow(ctx, kvs, resp.Header.Revision+1, warned)
 	}
 }
 
 // follow applies the prefix's watch events from rev to kvs and publishes
 // each new state, until the watch breaks.
-func (e *Elector) follow(ctx context.Context, o *observer, kvs map[string]*mvccpb.KeyValue, rev int64, warned map[string]bool) {
+func (e *Elector) follow(ctx context.Context, kvs map[string]*mvccpb.KeyValue, rev int64, warned map[string]bool) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for wr := range e.cli.Watch(wctx, e.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
@@ -138,11 +119,11 @@ func (e *Elector) follow(ctx context.Context, o *observer, kvs map[string]*mvccp
 				delete(kvs, string(ev.Kv.Key))
 			}
 		}
-		e.publish(o, kvs, warned)
+		e.publish(kvs, warned)
 	}
 }
 
-func (e *Elector) publish(o *observer, kvs map[string]*mvccpb.KeyValue, warned map[string]bool) {
+func (e *Elector) publish(kvs map[string]*mvccpb.KeyValue, warned map[string]bool) {
 	all := make([]*mvccpb.KeyValue, 0, len(kvs))
 	for _, kv := range kvs {
 		all = append(all, kv)
@@ -154,7 +135,7 @@ func (e *Elector) publish(o *observer, kvs map[string]*mvccpb.KeyValue, warned m
 			e.log.Warn("etcd election: malformed key under the election prefix", "key", m.Key, "reason", m.Reason, "blocks", m == bad)
 		}
 	}
-	o.board.Set(l)
+	e.obs.Set(l)
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -150,13 +149,6 @@ func (e *Elector) readErr(what string, err error) error {
 	return fmt.Errorf("zk election %s: %s: %w", e.path, what, err)
 }
 
-// observer publishes the leader, read by one goroutine per Elector, on a
-// Board that every Observe stream of the Elector reads.
-type observer struct {
-	board *watch.Board
-	ready chan struct{} // closed once the board holds the store's state
-}
-
 // Observe implements election.Elector. The first value is the state the
 // Elector's watcher read from ZooKeeper (it waits for that read); then
 // every change. The watcher holds a child watch on the election path and a
@@ -167,23 +159,14 @@ type observer struct {
 func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		ch := make(chan election.Leader)
-		close(ch)
-		return ch
+	if e.closed { // Close may be waiting on wg: start nothing
+		return watch.Closed()
 	}
-	if e.obs == nil {
-		e.obs = &observer{board: watch.NewBoard(), ready: make(chan struct{})}
-		e.wg.Add(1)
-		go e.observeLoop(e.obs)
-	}
-	return e.obs.board.StreamWhen(e.obs.ready, ctx, e.closing, &e.wg)
+	return e.obs.Stream(ctx, e.closing, &e.wg, e.observeLoop)
 }
 
-func (e *Elector) observeLoop(o *observer) {
-	defer e.wg.Done()
+func (e *Elector) observeLoop() {
 	ctx := e.bg
-	var readyOnce sync.Once
 	warned := map[string]bool{}
 	for ctx.Err() == nil {
 		l, ch, err := e.head(ctx, true)
@@ -196,15 +179,13 @@ func (e *Elector) observeLoop(o *observer) {
 				warned[bad.Path] = true
 				e.log.Warn("zk election: malformed node heads the election", "path", bad.Path, "reason", bad.Reason)
 			}
-			o.board.Set(l)
-			readyOnce.Do(func() { close(o.ready) })
+			e.obs.Set(l)
 		default:
 			if ctx.Err() == nil {
 				e.log.Warn("zk election: observer read failed; retrying", "path", e.path, "err", err)
 			}
 			if errors.Is(err, election.ErrSessionLost) { // the connection was closed: nothing more to see
-				o.board.Set(election.Leader{})
-				readyOnce.Do(func() { close(o.ready) })
+				e.obs.Set(election.Leader{})
 				<-ctx.Done()
 				return
 			}

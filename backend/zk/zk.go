@@ -13,6 +13,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/watch"
 )
 
 // retryDelay is the pause before retrying a request that failed for a
@@ -134,7 +135,7 @@ type Elector struct {
 	pending []string               // nodes of ended candidacies not yet deleted
 	reaping bool                   // the reaper goroutine is running
 	clocks  []*election.LeaseClock // every Term's clock: Close waits for their hooks
-	obs     *observer
+	obs     *watch.Feed            // Observe: one watcher per Elector, started by the first stream
 }
 
 // candidacy is one node, from Campaign until it is withdrawn.
@@ -187,7 +188,7 @@ func NewConfig(conn *gozk.Conn, path string, cfg Config, opts ...election.Option
 	bg, stop := context.WithCancel(context.Background())
 	return &Elector{
 		conn: conn, path: path, o: o, cfg: cfg, log: o.Logger,
-		sem: make(chan struct{}, 1), closing: make(chan struct{}), bg: bg, stopBg: stop,
+		sem: make(chan struct{}, 1), closing: make(chan struct{}), bg: bg, stopBg: stop, obs: watch.NewFeed(),
 	}, nil
 }
 

@@ -101,3 +101,50 @@ func (b *Board) StreamWhen(ready <-chan struct{}, ctx context.Context, stop <-ch
 	}()
 	return out
 }
+
+// Feed is a backend's Observe side: a Board filled by one watcher
+// goroutine of the backend's, started by the first Stream, and read by
+// every stream. Streams wait until the watcher's first Set, so that the
+// first value they send is the store's state, not an empty board.
+type Feed struct {
+	board     *Board
+	ready     chan struct{}
+	readyOnce sync.Once
+	mu        sync.Mutex
+	started   bool
+}
+
+// NewFeed returns a Feed whose watcher has not started.
+func NewFeed() *Feed { return &Feed{board: NewBoard(), ready: make(chan struct{})} }
+
+// Set publishes l, the state the watcher read; the first call makes the
+// Feed ready.
+func (f *Feed) Set(l election.Leader) {
+	f.board.Set(l)
+	f.readyOnce.Do(func() { close(f.ready) })
+}
+
+// Stream starts watcher on its own goroutine (counted in wg) unless it
+// runs, and returns a stream of the Feed as Board.StreamWhen does. The
+// caller must not call it once it has begun waiting on wg.
+func (f *Feed) Stream(ctx context.Context, stop <-chan struct{}, wg *sync.WaitGroup, watcher func()) <-chan election.Leader {
+	f.mu.Lock()
+	if !f.started {
+		f.started = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			watcher()
+		}()
+	}
+	f.mu.Unlock()
+	return f.board.StreamWhen(f.ready, ctx, stop, wg)
+}
+
+// Closed returns a closed stream: Observe's answer once its Elector is
+// closed.
+func Closed() <-chan election.Leader {
+	ch := make(chan election.Leader)
+	close(ch)
+	return ch
+}

@@ -73,3 +73,44 @@ func TestStreamOnStoppedBoardIsClosed(t *testing.T) {
 		t.Fatal("stream of a stopped board delivered a value")
 	}
 }
+
+// A Feed starts its watcher once, however many streams read it, and a
+// stream's first value is the watcher's first Set, never the empty board.
+func TestFeedStartsOnceAndWaitsForTheFirstSet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := NewFeed()
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		starts := 0
+		release := make(chan struct{})
+		watcher := func() {
+			starts++
+			<-release
+			f.Set(election.Leader{ID: "a", Token: 1})
+			<-stop
+		}
+		ctx := context.Background()
+		s1 := f.Stream(ctx, stop, &wg, watcher)
+		s2 := f.Stream(ctx, stop, &wg, watcher)
+		synctest.Wait()
+		select {
+		case l := <-s1:
+			t.Fatalf("stream sent %v before the watcher's first Set", l)
+		default:
+		}
+		close(release)
+		for _, s := range []<-chan election.Leader{s1, s2} {
+			if l := <-s; l.ID != "a" {
+				t.Fatalf("first value %v, want a@1", l)
+			}
+		}
+		if starts != 1 {
+			t.Fatalf("watcher started %d times, want 1", starts)
+		}
+		close(stop)
+		wg.Wait()
+		if _, ok := <-Closed(); ok {
+			t.Fatal("Closed() is not closed")
+		}
+	})
+}
