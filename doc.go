@@ -43,7 +43,12 @@
 //     last successful renewal's send time + TTL/(1+Drift) − Margin on the
 //     monotonic clock, so no other candidate can have been elected while a
 //     Term is valid. Term.Err reads the clock, so it is exact even when the
-//     deadline timer has not run yet.
+//     deadline timer has not run yet. No deadline or term decision reads the
+//     wall clock: a step of the machine's clock (NTP, an operator, a VM
+//     restored from a snapshot) neither ends a Term early nor extends one;
+//     each backend's tests step the wall clock by hours while leading to
+//     show it. Deadline's wall reading moves with such steps: compare it
+//     with time.Now (Before, Until), never with a formatted or Unix time.
 //   - P4 no phantom leadership: before Campaign returns, the candidate's own
 //     key or node is confirmed to exist under its own live lease or session.
 //   - P5 no lost or overlapping callbacks: under Run, exactly one OnElected

@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"fmt"
+	"github.com/electkit/election/internal/clock"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -70,7 +71,7 @@ func (t *Term) Err() error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.ended && !time.Now().Before(t.deadline) {
+	if !t.ended && !clock.Now().Before(t.deadline) {
 		t.endLocked(ErrLeaseExpired)
 	}
 	return context.Cause(t.ctx)
@@ -124,7 +125,7 @@ type LeaseClock struct {
 func NewTerm(o Options, l Leader, sent time.Time) (*Term, *LeaseClock) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l.Value = append([]byte(nil), l.Value...)
-	sent = checkSent(sent, time.Now())
+	sent = checkSent(sent, clock.Now())
 	t := &Term{leader: l, window: o.Window(), ctx: ctx, cancel: cancel, deadline: sent.Add(o.Window())}
 	c := &LeaseClock{t: t, before: o.BeforeRenew, after: o.AfterRenew, hooksDone: make(chan struct{})}
 	if o.Logger != nil {
@@ -186,7 +187,7 @@ func (c *LeaseClock) BeforeRenew() error {
 // that finds the deadline passed; attempts recorded after the Term ended
 // are ignored. A send time in the future counts as now.
 func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time {
-	now := time.Now()
+	now := clock.Now()
 	t := c.t
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iclock "github.com/electkit/election/internal/clock"
 	"log/slog"
 	"math"
 	"slices"
@@ -174,7 +175,7 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 // loop. On any failure it revokes the lease (which deletes the key if the
 // create's reply was lost).
 func (e *Elector) start(ctx context.Context) (*candidacy, error) {
-	sent := time.Now()
+	sent := iclock.Now()
 	g, err := e.cli.Grant(ctx, e.ttlSec)
 	if err != nil {
 		return nil, e.storeErr(ctx, "granting a lease", err)
@@ -392,7 +393,7 @@ func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, er
 	sent := c.renewed
 	e.mu.Unlock()
 	if time.Since(sent) > e.o.Window()/2 {
-		sent = time.Now()
+		sent = iclock.Now()
 		kctx, cancel := context.WithTimeout(ctx, e.o.Window())
 		_, err := e.cli.KeepAliveOnce(kctx, c.lease)
 		cancel()
@@ -483,7 +484,7 @@ func (e *Elector) keepAlive(c *candidacy) {
 			tm.Reset(0) // the Term ended: termDone is closed
 			continue
 		}
-		sent := time.Now()
+		sent := iclock.Now()
 		timeout := interval
 		if clock != nil {
 			timeout = time.Until(clock.Term().Deadline())

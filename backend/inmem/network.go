@@ -2,6 +2,7 @@ package inmem
 
 import (
 	"container/heap"
+	"github.com/electkit/election/internal/clock"
 	"sync"
 	"time"
 
@@ -181,7 +182,7 @@ func (n *network) connected(a, b int) bool {
 // bounces back as refused after a round trip; anything else to a member
 // that is down is lost.
 func (n *network) send(p packet) {
-	now := time.Now()
+	now := clock.Now()
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	if !n.connectedLocked(p.from, p.to) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/electkit/election/internal/clock"
 	"log/slog"
 	"time"
 
@@ -95,7 +96,7 @@ func (r *runner) run() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	for {
-		cmds, pkts, next := r.q.take(time.Now())
+		cmds, pkts, next := r.q.take(clock.Now())
 		for _, f := range cmds {
 			f()
 		}
@@ -203,7 +204,7 @@ func (r *runner) tick() {
 	if r.node != nil {
 		r.after(r.node.Tick())
 	}
-	if r.shown.num != 0 && !r.shown.lapse.IsZero() && !time.Now().Before(r.shown.lapse) {
+	if r.shown.num != 0 && !r.shown.lapse.IsZero() && !clock.Now().Before(r.shown.lapse) {
 		r.show(shown{}, election.Leader{}) // the leader stopped renewing: it may be gone
 	}
 	for from, d := range r.deferred {
@@ -324,7 +325,7 @@ func (r *runner) startRound() {
 	l.since = 0
 	peers := r.c.peers(r.e.num)
 	r.seq++
-	rd := &round{seq: r.seq, sent: time.Now(), peers: len(peers)}
+	rd := &round{seq: r.seq, sent: clock.Now(), peers: len(peers)}
 	keep := l.rounds[:0]
 	for _, old := range l.rounds {
 		if !old.reported && l.term != nil {
@@ -417,7 +418,7 @@ func (r *runner) maybeIssue() {
 	if len(l.waiting) > 0 && l.ticks < r.t.TimeoutTicks {
 		return
 	}
-	if !time.Now().Before(l.lastOK.Add(l.window)) {
+	if !clock.Now().Before(l.lastOK.Add(l.window)) {
 		return // lapsed while waiting: the next accepted round will do
 	}
 	c, e := r.c, r.e
@@ -540,7 +541,7 @@ func (r *runner) judge(v classic.View, from int, epoch uint64) verdict {
 
 func (r *runner) onProbe(from int, p probe) {
 	if r.node == nil {
-		r.show(shown{num: from, epoch: p.epoch, lapse: time.Now().Add(p.window)}, p.leader)
+		r.show(shown{num: from, epoch: p.epoch, lapse: clock.Now().Add(p.window)}, p.leader)
 		r.answer(from, p, passive, 0)
 		return
 	}
@@ -558,7 +559,7 @@ func (r *runner) onProbe(from int, p probe) {
 // the end of its Term).
 func (r *runner) answer(to int, p probe, vd verdict, theirs uint64) {
 	if vd == accept {
-		r.show(shown{num: to, epoch: p.epoch, lapse: time.Now().Add(p.window)}, p.leader)
+		r.show(shown{num: to, epoch: p.epoch, lapse: clock.Now().Add(p.window)}, p.leader)
 	}
 	r.c.net.send(packet{from: r.e.num, to: to, ack: &ack{seq: p.seq, epoch: p.epoch, verdict: vd, theirs: theirs}})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/electkit/election/internal/clock"
 	"log/slog"
 	"strings"
 	"sync"
@@ -682,7 +683,7 @@ func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy)
 	version := c.version
 	e.mu.Unlock()
 	sid := e.conn.SessionID()
-	sent = time.Now()
+	sent = clock.Now()
 	var rerr error
 	if derr := e.do(ctx, stop, func() {
 		_, rerr = e.conn.Multi(&gozk.CheckVersionRequest{Path: c.node, Version: version})

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	iclock "github.com/electkit/election/internal/clock"
 	"sync"
 	"time"
 
@@ -67,7 +68,7 @@ func NewStore(bugs Bugs) *Store {
 func (s *Store) grant(ttl time.Duration) *lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := &lease{ttl: ttl, dead: make(chan struct{}), expiresAt: time.Now().Add(ttl)}
+	l := &lease{ttl: ttl, dead: make(chan struct{}), expiresAt: iclock.Now().Add(ttl)}
 	l.timer = time.AfterFunc(ttl, func() { s.expire(l) })
 	return l
 }
@@ -76,7 +77,7 @@ func (s *Store) grant(ttl time.Duration) *lease {
 func (s *Store) keepAlive(l *lease) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := iclock.Now()
 	if !now.Before(l.expiresAt) {
 		s.revokeLocked(l)
 	}
@@ -93,7 +94,7 @@ func (s *Store) keepAlive(l *lease) error {
 func (s *Store) expire(l *lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if time.Now().Before(l.expiresAt) {
+	if iclock.Now().Before(l.expiresAt) {
 		return // renewed since the timer fired
 	}
 	s.revokeLocked(l)
@@ -277,7 +278,7 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	}
 	// P4: the key exists under a live lease and is the oldest, confirmed by
 	// a renewal whose send time starts the Term's deadline.
-	sent := time.Now()
+	sent := iclock.Now()
 	if err := e.connErr(); err != nil {
 		return nil, e.lost(c)
 	}
@@ -428,7 +429,7 @@ func (e *Elector) keepAlive(c *candidacy) {
 		if clock != nil && !e.s.bugs.NoHooks && clock.BeforeRenew() != nil {
 			continue // the Term ended; termDone fires next
 		}
-		sent := time.Now()
+		sent := iclock.Now()
 		err := e.connErr()
 		if err == nil {
 			err = e.s.keepAlive(c.lease)
