@@ -47,8 +47,9 @@
 //     wall clock: a step of the machine's clock (NTP, an operator, a VM
 //     restored from a snapshot) neither ends a Term early nor extends one;
 //     each backend's tests step the wall clock by hours while leading to
-//     show it. Deadline's wall reading moves with such steps: compare it
-//     with time.Now (Before, Until), never with a formatted or Unix time.
+//     show it. Deadline carries a monotonic reading: compare it with
+//     time.Now (Before, Until), not through its wall reading (Unix,
+//     formatting), which a step makes wrong.
 //   - P4 no phantom leadership: before Campaign returns, the candidate's own
 //     key or node is confirmed to exist under its own live lease or session.
 //   - P5 no lost or overlapping callbacks: under Run, exactly one OnElected
