@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/electkit/election v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.4
+	github.com/go-zookeeper/zk v1.0.4
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.uber.org/zap v1.28.0
 	golang.org/x/sys v0.49.0
@@ -39,7 +40,6 @@ require (
 	github.com/go-openapi/swag/stringutils v0.27.1 // indirect
 	github.com/go-openapi/swag/typeutils v0.27.1 // indirect
 	github.com/go-openapi/swag/yamlutils v0.27.1 // indirect
-	github.com/go-zookeeper/zk v1.0.4 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang-jwt/jwt/v5 v5.2.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
