@@ -37,10 +37,12 @@ func setup(t *testing.T, warmup int) (*library, *gozk.Conn) {
 	zs := zktest.Standalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
+	start := time.Now()
 	l, err := New(ctx, []string{zs.Addr}, WithWarmup(warmup))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	t.Logf("New with %d warmup handovers: %v", warmup, time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() { l.Close() })
 	return l.(*library), zktest.Conn(t, []string{zs.Addr}, 10*time.Second)
 }
@@ -295,8 +297,12 @@ func TestFigures(t *testing.T) {
 			}
 			from, to := handover(t, zc, name, a, b, end, 15*time.Second)
 			out = append(out, time.Duration(to-from))
+			closing := time.Now()
 			a.Close()
 			b.Close()
+			if d := time.Since(closing); d > time.Second {
+				t.Logf("%s: closing the candidates took %v", name, d.Round(time.Millisecond))
+			}
 		}
 		return out
 	}
