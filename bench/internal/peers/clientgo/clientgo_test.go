@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -80,9 +81,10 @@ func wait(t *testing.T, what string, ch <-chan struct{}, d time.Duration) {
 	}
 }
 
-// handover makes a lead, b wait (it has read a's record), then ends a's
-// leadership with end and returns end's instant and b's elected instant.
-func handover(t *testing.T, a, b waiter, end func() (int64, error), within time.Duration) (int64, int64) {
+// handover makes a lead, b wait (it has read a's record), then, after
+// phase, ends a's leadership with end and returns end's instant and b's
+// elected instant.
+func handover(t *testing.T, a, b waiter, phase time.Duration, end func() (int64, error), within time.Duration) (int64, int64) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within+30*time.Second)
 	defer cancel()
@@ -92,6 +94,11 @@ func handover(t *testing.T, a, b waiter, end func() (int64, error), within time.
 	}
 	bRes := campaignAsync(ctx, b)
 	wait(t, "b reads a's record", b.sawOther, 30*time.Second)
+	if phase > 0 {
+		// Not a synchronization: it moves the end to a random point of
+		// b's polling cycle, as in a system that runs for a while.
+		time.Sleep(phase)
+	}
 	select {
 	case r := <-bRes:
 		t.Fatalf("b elected (%v) while a leads", r.err)
@@ -128,7 +135,7 @@ func TestReleaseHandsOverAtDefaultTimings(t *testing.T) {
 	l := newLibrary(t, endpoints(t))
 	a := newCandidate(t, l, "release", "a", 2*time.Second)
 	b := newCandidate(t, l, "release", "b", 2*time.Second)
-	rel, el := handover(t, a, b, func() (int64, error) { return a.Release(context.Background()) }, 2*jittered(DefaultTimings())+5*time.Second)
+	rel, el := handover(t, a, b, 0, func() (int64, error) { return a.Release(context.Background()) }, 2*jittered(DefaultTimings())+5*time.Second)
 	t.Logf("release → b elected: %v", time.Duration(el-rel))
 	if got := holder(t, b.candidate); got != "b" {
 		t.Errorf("record holder after handover = %q, want b", got)
@@ -151,7 +158,7 @@ func TestCrashFailsOverAfterLease(t *testing.T) {
 	a := newCandidate(t, l, "crash", "a", ttl)
 	b := newCandidate(t, l, "crash", "b", ttl)
 	tm := TimingsFor(ttl)
-	cut, el := handover(t, a, b, a.Crash, tm.LeaseDuration+2*jittered(tm)+5*time.Second)
+	cut, el := handover(t, a, b, 0, a.Crash, tm.LeaseDuration+2*jittered(tm)+5*time.Second)
 	t.Logf("crash → b elected: %v (LeaseDuration %v)", time.Duration(el-cut), tm.LeaseDuration)
 	if _, err := a.Campaign(context.Background()); err == nil {
 		t.Errorf("a crashed candidate campaigns again without error")
@@ -235,8 +242,11 @@ func TestFigures(t *testing.T) {
 		t.Skip("measurement; run without -short")
 	}
 	eps := endpoints(t)
-	const n = 8
-	measure := func(l peer.Library, what string, ttl time.Duration, within time.Duration, crash bool) []time.Duration {
+	const n = 10
+	// Each end comes at a uniformly random delay within one longest polling
+	// cycle after b first read a's record: about a random phase of b's
+	// polling, where the end of a system that has run for a while falls.
+	measure := func(l peer.Library, what string, ttl time.Duration, cycle, within time.Duration, crash bool) []time.Duration {
 		var out []time.Duration
 		for i := range n {
 			name := fmt.Sprintf("%s-%d", what, i)
@@ -246,17 +256,17 @@ func TestFigures(t *testing.T) {
 			if crash {
 				end = a.Crash
 			}
-			from, to := handover(t, a, b, end, within)
+			from, to := handover(t, a, b, time.Duration(rand.Int64N(int64(cycle))), end, within)
 			out = append(out, time.Duration(to-from))
 			a.Close()
 			b.Close()
 		}
 		return out
 	}
-	rel := measure(newLibrary(t, eps), "release", 2*time.Second, 2*jittered(DefaultTimings())+5*time.Second, false)
+	rel := measure(newLibrary(t, eps), "release", 2*time.Second, jittered(DefaultTimings()), 2*jittered(DefaultTimings())+5*time.Second, false)
 	report(t, "client-go release handover, default timings (15s/10s/2s)", rel)
 	tm := TimingsFor(2 * time.Second)
-	crash := measure(newLibrary(t, eps, WithTTLTimings()), "crash", 2*time.Second, tm.LeaseDuration+2*jittered(tm)+5*time.Second, true)
+	crash := measure(newLibrary(t, eps, WithTTLTimings()), "crash", 2*time.Second, jittered(tm), tm.LeaseDuration+2*jittered(tm)+5*time.Second, true)
 	report(t, "client-go crash failover, ttl 2s (2s/1.33s/267ms)", crash)
 }
 
