@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"time"
 
+	gozk "github.com/go-zookeeper/zk"
+
 	election "github.com/electkit/election"
 	"github.com/electkit/election/bench/internal/peer"
 	"github.com/electkit/election/internal/zktest"
@@ -303,7 +305,8 @@ type library struct {
 	pending map[int64]chan reply
 	cands   map[string]*candidate
 	closed  bool
-	exitErr error // why the JVM's output ended, set before dead closes
+	exitErr error      // why the JVM's output ended, set before dead closes
+	census  *gozk.Conn // Registered's own connection, made on first use
 }
 
 func start(dir string, o options, servers []string) (*library, error) {
@@ -526,6 +529,42 @@ func (l *library) warm(ctx context.Context, n int) error {
 	return err
 }
 
+// Registered counts the participants of the latch of election name (the
+// children of its path), through a connection of its own to the servers.
+func (l *library) Registered(ctx context.Context, name string) (int, error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return 0, errLibClosed
+	}
+	if l.census == nil {
+		c, err := zktest.Connect(l.servers, 10*time.Second)
+		if err != nil {
+			l.mu.Unlock()
+			return 0, fmt.Errorf("curator: census connection: %w", err)
+		}
+		l.census = c
+	}
+	conn := l.census
+	l.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	kids, _, err := conn.Children(l.o.prefix + "/" + name)
+	if errors.Is(err, gozk.ErrNoNode) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("curator: children of %s: %w", l.o.prefix+"/"+name, err)
+	}
+	return len(kids), nil
+}
+
+// MaxCandidates is the largest election run in one JVM in the benchmarks:
+// each candidate is a CuratorFramework with about four threads (500 took
+// some 2,000 threads and 370 MB).
+func (l *library) MaxCandidates() int { return 500 }
+
 // Close kills the JVM by its PID and closes every candidate's proxies.
 func (l *library) Close() error {
 	l.mu.Lock()
@@ -537,6 +576,9 @@ func (l *library) Close() error {
 	var cs []*candidate
 	for _, c := range l.cands {
 		cs = append(cs, c)
+	}
+	if l.census != nil {
+		l.census.Close()
 	}
 	l.mu.Unlock()
 	if l.cmd.Process != nil {

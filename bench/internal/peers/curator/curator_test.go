@@ -177,6 +177,12 @@ func TestReleaseHandsOver(t *testing.T) {
 	defer cancel()
 	aRes := campaignAsync(ctx, a)
 	waitChildren(t, zc, "release", 2, 30*time.Second)
+	if n, err := l.Registered(ctx, "release"); err != nil || n != 2 {
+		t.Errorf("Registered = %d, %v; want 2", n, err)
+	}
+	if n, err := l.Registered(ctx, "nobody"); err != nil || n != 0 {
+		t.Errorf("Registered of an unknown election = %d, %v; want 0", n, err)
+	}
 	if _, err := b.Release(ctx); err != nil {
 		t.Fatalf("b Release: %v", err)
 	}
