@@ -226,7 +226,7 @@ func (l *library) NewCandidate(ctx context.Context, name, id string, ttl time.Du
 	defer l.mu.Unlock()
 	if l.closed {
 		go c.Close()
-		return nil, errors.New("clientgo: library closed")
+		return nil, fmt.Errorf("clientgo: %w", election.ErrClosed)
 	}
 	l.cands[c] = true
 	return c, nil
@@ -270,6 +270,7 @@ type run struct {
 	done    chan struct{} // closed when Run returned
 	leading chan struct{} // closed by OnStartedLeading
 	at      int64         // Mono in OnStartedLeading, set before leading closes
+	stopped bool          // canceled by Release or a withdrawal (guarded by candidate.mu)
 }
 
 func (c *candidate) start() (*run, error) {
@@ -316,6 +317,20 @@ func (c *candidate) Campaign(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("clientgo: candidate %s crashed", c.id)
 	}
 	r := c.run
+	if r != nil && r.stopped {
+		// A Release that gave up waiting: let client-go finish it first.
+		c.mu.Unlock()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		c.mu.Lock()
+		if c.run == r {
+			c.run = nil
+		}
+		r = c.run
+	}
 	if r != nil {
 		select {
 		case <-r.done:
@@ -357,6 +372,9 @@ func (c *candidate) Campaign(ctx context.Context) (int64, error) {
 // stop cancels r, waits until Run returned (after client-go's release, if
 // it led), and forgets r.
 func (c *candidate) stop(r *run) {
+	c.mu.Lock()
+	r.stopped = true
+	c.mu.Unlock()
 	r.cancel()
 	<-r.done
 	c.mu.Lock()
@@ -372,10 +390,12 @@ func (c *candidate) stop(r *run) {
 func (c *candidate) Release(ctx context.Context) (int64, error) {
 	c.mu.Lock()
 	r := c.run
-	c.mu.Unlock()
-	if r == nil {
+	if r == nil || r.stopped {
+		c.mu.Unlock()
 		return 0, fmt.Errorf("clientgo: candidate %s: %w", c.id, election.ErrNotLeader)
 	}
+	r.stopped = true
+	c.mu.Unlock()
 	at := peer.Mono()
 	r.cancel()
 	select {
