@@ -234,6 +234,7 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 	h.mu.Unlock()
 	hist.Writes = reg.Writes()
 	hist.Events = reg.Events()
+	h.logf("history: %d writes, %d events, %d faults", len(hist.Writes), len(hist.Events), len(hist.Faults))
 	if err != nil {
 		return hist, nemesis.Report{}, err
 	}
