@@ -41,8 +41,8 @@ NEMESIS_SEED ?= 42
 NEMESIS_OUT ?= nemesis-out
 
 nemesis: deps
-	@set -e; for b in $$(echo $(NEMESIS_BACKENDS) | tr , ' '); do \
+	@fail=0; for b in $$(echo $(NEMESIS_BACKENDS) | tr , ' '); do \
 		echo "== nemesis: $$b, seed $(NEMESIS_SEED), $(NEMESIS_DURATION)"; \
 		$(GO) run ./cmd/elect nemesis --backend $$b --seed $(NEMESIS_SEED) \
-			--duration $(NEMESIS_DURATION) --out $(NEMESIS_OUT)/$$b; \
-	done
+			--duration $(NEMESIS_DURATION) --out $(NEMESIS_OUT)/$$b || fail=1; \
+	done; exit $$fail
