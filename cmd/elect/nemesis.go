@@ -91,7 +91,8 @@ elect nemesis --backend etcd --no-fence --faults pause --duration 30s`,
 						return f.Bad("faults", "%q is not a fault of %s (%s)", k, backend, strings.Join(kinds, ", "))
 					}
 				}
-				if out == "" {
+				temp := out == ""
+				if temp {
 					d, err := os.MkdirTemp("", "elect-nemesis-")
 					if err != nil {
 						return err
@@ -117,7 +118,13 @@ elect nemesis --backend etcd --no-fence --faults pause --duration 30s`,
 				}
 				fmt.Fprintln(w, rep.String())
 				if rep.OK() {
-					os.RemoveAll(cfg.Dir)
+					// Keep files of failing runs only.
+					if temp {
+						os.RemoveAll(out)
+					} else {
+						os.RemoveAll(cfg.Dir)
+						os.Remove(cfg.VisPath)
+					}
 					return nil
 				}
 				hp := filepath.Join(out, "history.json")
