@@ -265,6 +265,10 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 				break
 			}
 			fmt.Fprintf(cfg.Log, "dial: %v\n", err)
+			select { // a pause before dialing again
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
 		if err != nil {
 			return err

@@ -299,6 +299,25 @@ func (h *run) spawn() (*proc, error) {
 	return p, nil
 }
 
+// replaceExited replaces each candidate process that exited on its own (no
+// fault ends a candidate: that is a finding, in its log) by a fresh one.
+func (h *run) replaceExited() {
+	for _, p := range slices.Clone(h.procs) {
+		select {
+		case <-p.exited:
+		default:
+			continue
+		}
+		h.logf("candidate %s (pid %d) exited on its own (%v): see %s", p.id, p.pid(), p.cmd.ProcessState,
+			filepath.Join(h.dir, "candidate-"+p.id+".log"))
+		p.closeProxies()
+		h.procs = slices.DeleteFunc(h.procs, func(q *proc) bool { return q == p })
+		if q, err := h.spawn(); err == nil {
+			h.logf("%s replaces %s", q.id, p.id)
+		}
+	}
+}
+
 func (h *run) procByID(id string) *proc {
 	for _, p := range h.procs {
 		if p.id == id {
@@ -377,6 +396,7 @@ func (h *run) mixWith(ctx context.Context, inject func(ctx context.Context, kind
 		}
 		kind := order[0]
 		order = order[1:]
+		h.replaceExited()
 		if err := inject(ctx, kind); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -517,7 +537,13 @@ func (h *run) storeKill(ctx context.Context) error {
 	}
 	d := h.between(h.cfg.TTL/2, 2*h.cfg.TTL)
 	_ = sleep(ctx, d)
-	err := h.st.startMember(i)
+	var err error
+	for range 3 { // a port taken meanwhile, a slow start: try again
+		if err = h.st.startMember(i); err == nil {
+			break
+		}
+		h.logf("store-kill: restarting %s: %v", name, err)
+	}
 	h.fault(nemesis.Fault{Kind: StoreKill, Target: name, Start: start, End: nemesis.Mono()})
 	h.logf("store-kill: %s down for %v, restarted (err %v)", name, d.Round(time.Millisecond), err)
 	return err
