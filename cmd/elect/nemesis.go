@@ -123,7 +123,6 @@ elect nemesis --backend etcd --no-fence --faults pause --duration 30s`,
 						os.RemoveAll(out)
 					} else {
 						os.RemoveAll(cfg.Dir)
-						os.Remove(cfg.VisPath)
 					}
 					return nil
 				}
