@@ -96,8 +96,8 @@ type Config struct {
 	Bin string
 	// Dir holds the store's data and each candidate's log; empty means a
 	// temporary directory, removed at the end.
-	Dir     string
-	Log     io.Writer // progress, one line per fault; nil discards it
+	Dir string
+	Log io.Writer // progress, one line per fault; nil discards it
 	// VisPath is where a failing run writes porcupine's visualization of
 	// the register's history (with the Terms and faults); none when empty.
 	VisPath string
