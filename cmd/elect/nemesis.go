@@ -46,12 +46,12 @@ Faults: etcd, zk: kill, pause, cut, store-kill, store-cut, expire, garbage;
 inmem: crash, partition.`,
 		example: `elect nemesis --backend etcd --seed 42 --duration 3m
 elect nemesis --backend zk --seed 7 --faults kill,pause --out /tmp/nemesis
-elect nemesis --backend etcd --no-fence --faults pause --duration 30s`,
+elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30s`,
 		setup: func(f *flagSet) func(context.Context, io.Writer) error {
 			var (
 				backend, faults, out string
 				seed                 int
-				duration, ttl        time.Duration
+				duration, ttl, work  time.Duration
 				candidates           int
 				noFence, verbose     bool
 			)
@@ -61,12 +61,13 @@ elect nemesis --backend etcd --no-fence --faults pause --duration 30s`,
 			f.Int(&candidates, "candidates", "N", harness.DefaultCandidates, "candidates campaigning at once")
 			f.Duration(&ttl, "ttl", "D", harness.DefaultTTL, "the candidates' lease/session TTL")
 			f.Bool(&noFence, "no-fence", false, "the register accepts every write (negative control)")
+			f.Duration(&work, "work", "D", harness.DefaultWork, "a leader's work between its validity check and its write")
 			f.String(&faults, "faults", "LIST", "", "comma-separated fault kinds (default: all of the backend's)")
 			f.String(&out, "out", "DIR", "", "directory for history.json and the visualization of a failing run (default: a new temporary directory)")
 			f.Bool(&verbose, "verbose", false, "print each fault as it is injected")
 			return func(ctx context.Context, w io.Writer) error {
 				cfg := harness.Config{Backend: backend, Seed: int64(seed), Duration: duration,
-					Candidates: candidates, TTL: ttl, Unfenced: noFence}
+					Candidates: candidates, TTL: ttl, Unfenced: noFence, Work: work}
 				if faults != "" {
 					for _, k := range strings.Split(faults, ",") {
 						cfg.Faults = append(cfg.Faults, strings.TrimSpace(k))
@@ -84,6 +85,8 @@ elect nemesis --backend etcd --no-fence --faults pause --duration 30s`,
 					return f.Bad("candidates", "must be between 2 and 50")
 				case ttl < time.Second || ttl > time.Minute:
 					return f.Bad("ttl", "must be between 1s and 1m")
+				case work <= 0 || work > time.Second:
+					return f.Bad("work", "must be between 0 and 1s")
 				}
 				kinds := harness.Kinds(backend)
 				for _, k := range cfg.Faults {

@@ -155,8 +155,10 @@ func TestNegativeControl(t *testing.T) {
 			if backend == "zk" {
 				zktest.Require(t)
 			}
+			// A long work gap makes almost every pause land between a
+			// leader's check and its write.
 			cfg := harness.Config{Backend: backend, Seed: 7, Duration: mixDuration(14*time.Second, 9*time.Second),
-				Unfenced: true, Faults: []string{harness.Pause}}
+				Unfenced: true, Faults: []string{harness.Pause}, Work: 50 * time.Millisecond}
 			hist, rep := runMix(t, cfg)
 			pauses := 0
 			for _, f := range hist.Faults {
