@@ -11,16 +11,21 @@ import (
 	"github.com/electkit/election/internal/nemesis"
 )
 
-// inmemTick is the tick of the in-process cluster.
-const inmemTick = 10 * time.Millisecond
+// The in-process cluster's tick and message latency.
+const (
+	inmemTick    = 10 * time.Millisecond
+	inmemLatency = time.Millisecond
+)
 
 // runInmem runs the in-process variant: backend/inmem's Zab (its leader
 // carries an epoch token and needs a majority), candidates as goroutines
 // of this process writing to the register directly.
 func (h *run) runInmem(ctx context.Context, hist *nemesis.History) error {
-	ticks := int(h.cfg.TTL/inmemTick) + 2
+	// The cluster's lease TTL is (TimeoutTicks − 2) ticks − 2 × latency:
+	// the smallest one of at least cfg.TTL.
+	ticks := int((h.cfg.TTL+2*inmemLatency+inmemTick-1)/inmemTick) + 2
 	c, err := inmem.NewCluster(inmem.Zab, inmem.WithTick(inmemTick), inmem.WithTimeoutTicks(ticks),
-		inmem.WithLatency(time.Millisecond))
+		inmem.WithLatency(inmemLatency))
 	if err != nil {
 		return err
 	}
