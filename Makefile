@@ -4,7 +4,7 @@ GO ?= go
 ZOOKEEPER_JAR ?= /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps fmt-check vet unit bench
+.PHONY: test deps fmt-check vet unit bench nemesis
 
 test: deps fmt-check vet unit
 
@@ -43,3 +43,18 @@ unit:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# make nemesis: a long seeded fault mix per backend (see README, "Safety
+# under faults"). Each run prints its summary; a failing one exits 1 and
+# leaves its history in $(NEMESIS_OUT)/<backend>.
+NEMESIS_DURATION ?= 30m
+NEMESIS_BACKENDS ?= etcd,zk,inmem
+NEMESIS_SEED ?= 42
+NEMESIS_OUT ?= nemesis-out
+
+nemesis: deps
+	@fail=0; for b in $$(echo $(NEMESIS_BACKENDS) | tr , ' '); do \
+		echo "== nemesis: $$b, seed $(NEMESIS_SEED), $(NEMESIS_DURATION)"; \
+		$(GO) run ./cmd/elect nemesis --backend $$b --seed $(NEMESIS_SEED) \
+			--duration $(NEMESIS_DURATION) --out $(NEMESIS_OUT)/$$b || fail=1; \
+	done; exit $$fail
