@@ -68,7 +68,7 @@ func (s localSink) report(_ context.Context, ev nemesis.Event) error { s.r.Repor
 type reporter struct {
 	s    sink
 	mu   sync.Mutex
-	q    []nemesis.Event
+	q    []queued
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
@@ -80,24 +80,34 @@ func newReporter(s sink) *reporter {
 	return r
 }
 
-func (r *reporter) add(ev nemesis.Event) {
+// queued is one event waiting to be reported; delivered is closed once the
+// sink took it.
+type queued struct {
+	ev        nemesis.Event
+	delivered chan struct{}
+}
+
+// add queues ev and returns a channel closed once the sink took it.
+func (r *reporter) add(ev nemesis.Event) <-chan struct{} {
+	q := queued{ev: ev, delivered: make(chan struct{})}
 	r.mu.Lock()
-	r.q = append(r.q, ev)
+	r.q = append(r.q, q)
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
+	return q.delivered
 }
 
 func (r *reporter) loop() {
 	defer close(r.done)
 	for {
 		r.mu.Lock()
-		var ev nemesis.Event
+		var q queued
 		ok := len(r.q) > 0
 		if ok {
-			ev = r.q[0]
+			q = r.q[0]
 		}
 		r.mu.Unlock()
 		if !ok {
@@ -109,7 +119,7 @@ func (r *reporter) loop() {
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := r.s.report(ctx, ev)
+		err := r.s.report(ctx, q.ev)
 		cancel()
 		if err != nil {
 			select {
@@ -122,6 +132,7 @@ func (r *reporter) loop() {
 		r.mu.Lock()
 		r.q = r.q[1:]
 		r.mu.Unlock()
+		close(q.delivered)
 	}
 }
 
@@ -178,7 +189,7 @@ func (c *candidate) callbacks() election.Callbacks {
 
 func (c *candidate) onElected(ctx context.Context, t *election.Term) {
 	at := nemesis.Mono()
-	c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: t.Token(),
+	delivered := c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: t.Token(),
 		At: at, Deadline: nemesis.MonoOf(t.Deadline())})
 	ch := make(chan int64, 1)
 	c.mu.Lock()
@@ -188,8 +199,22 @@ func (c *candidate) onElected(ctx context.Context, t *election.Term) {
 		<-t.Done()
 		ch <- nemesis.Mono()
 	}()
-	for n := 0; t.Err() == nil; n++ {
+	// No write before the register has the Elected event: a process killed
+	// with the event still queued would leave writes of a Term the history
+	// does not show.
+	select {
+	case <-delivered:
+	case <-t.Done():
+		return
+	}
+	for n := 0; ; n++ {
+		// The call instant is taken before the validity check, so that a
+		// write's Call is never later than the instant its Term was seen
+		// valid, even if the process is paused between the two.
 		call := nemesis.Mono()
+		if t.Err() != nil {
+			return
+		}
 		// The work between the check and the side effect: a pause that
 		// lands here makes the write late.
 		time.Sleep(c.work)

@@ -1,0 +1,145 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/internal/nemesis"
+)
+
+// gatedSink holds every report until open is closed, and records writes.
+type gatedSink struct {
+	open chan struct{}
+
+	mu       sync.Mutex
+	reported []nemesis.Event
+	writes   []int64 // call instants
+	early    bool    // a write came before any report was taken
+}
+
+func (s *gatedSink) write(_ context.Context, _ uint64, _ string, call int64) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.reported) == 0 {
+		s.early = true
+	}
+	s.writes = append(s.writes, call)
+	return true, nil
+}
+
+func (s *gatedSink) report(ctx context.Context, ev nemesis.Event) error {
+	select {
+	case <-s.open:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	s.reported = append(s.reported, ev)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *gatedSink) nWrites() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.writes)
+}
+
+// TestNoWriteBeforeElectedReported: a leader writes only once the register
+// has its Elected event, so a process killed meanwhile leaves no write of a
+// Term the history lacks; and every write's Call is no later than the end
+// of its Term.
+func TestNoWriteBeforeElectedReported(t *testing.T) {
+	o, err := election.NewOptions(election.WithID("c1"), election.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, lc := election.NewTerm(o, election.Leader{ID: "c1", Token: 7}, time.Now())
+	s := &gatedSink{open: make(chan struct{})}
+	c := newCandidate("c1", 1, time.Millisecond, s)
+	defer c.rep.flush(time.Second)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.onElected(term.Context(), term)
+	}()
+	// While the Elected report is held, the leader must not write. Wait
+	// for the report to be in flight, then check.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.rep.mu.Lock()
+		n := len(c.rep.q)
+		c.rep.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Elected event was never queued")
+		}
+		time.Sleep(time.Millisecond) // polling the queue
+	}
+	if n := s.nWrites(); n != 0 {
+		t.Fatalf("%d writes before the Elected event was reported", n)
+	}
+	close(s.open)
+	for s.nWrites() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("no writes after the Elected event was reported")
+		}
+		time.Sleep(time.Millisecond) // polling the writes
+	}
+	lc.End(election.ErrResigned)
+	endAt := nemesis.Mono()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("onElected did not return after the Term ended")
+	}
+	lc.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.early {
+		t.Error("a write reached the register before the Elected event")
+	}
+	for i, call := range s.writes {
+		if call > endAt {
+			t.Errorf("write %d: Call %d after the Term ended at %d", i, call, endAt)
+		}
+	}
+	if !errors.Is(term.Err(), election.ErrResigned) {
+		t.Errorf("Err = %v", term.Err())
+	}
+}
+
+// TestNoWriteWhenTermEndsBeforeReport: a Term that ends while its Elected
+// event waits for the register writes nothing.
+func TestNoWriteWhenTermEndsBeforeReport(t *testing.T) {
+	o, err := election.NewOptions(election.WithID("c1"), election.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, lc := election.NewTerm(o, election.Leader{ID: "c1", Token: 7}, time.Now())
+	s := &gatedSink{open: make(chan struct{})}
+	c := newCandidate("c1", 1, time.Millisecond, s)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.onElected(term.Context(), term)
+	}()
+	lc.End(election.ErrResigned)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("onElected did not return after the Term ended")
+	}
+	lc.Wait()
+	close(s.open)
+	c.rep.flush(10 * time.Second)
+	if n := s.nWrites(); n != 0 {
+		t.Errorf("%d writes of a Term that ended before its Elected event was reported", n)
+	}
+}
