@@ -334,8 +334,8 @@ func killedAfter(h *History, cand string, pid int, from int64) (int64, bool) {
 	return 0, false
 }
 
-// CheckValidTerms checks P3: no two different candidates hold valid Terms
-// at the same instant (see Term for when a Term is valid). It reports the
+// CheckValidTerms checks P3: no two candidates (or two processes of one
+// candidate ID) hold valid Terms at the same instant (see Term for when a Term is valid). It reports the
 // overlap that begins first, with both candidates, tokens and instants.
 func CheckValidTerms(h *History) Verdict {
 	v := Verdict{Name: NameValidTerms}
@@ -347,7 +347,10 @@ func CheckValidTerms(h *History) Verdict {
 			if u.Start >= t.End {
 				break // ts is sorted by Start: no later Term starts inside t
 			}
-			if u.Candidate == t.Candidate || u.Start >= u.End || t.Start >= t.End {
+			// One process's Terms follow one another; a killed process's
+			// Term may still be valid when a new process of the same
+			// candidate ID is elected, and that is an overlap too.
+			if (u.Candidate == t.Candidate && u.PID == t.PID) || u.Start >= u.End || t.Start >= t.End {
 				continue
 			}
 			if !found || u.Start < v.At {

@@ -202,6 +202,29 @@ func TestCheckValidTermsKilled(t *testing.T) {
 	}
 }
 
+// TestCheckValidTermsRestartedID: a killed process's Term stays valid
+// until its last Deadline even when a new process with the same candidate
+// ID is elected; an Elected before that Deadline is an overlap.
+func TestCheckValidTermsRestartedID(t *testing.T) {
+	h := func(newElectedMs int64) *History {
+		return &History{Start: t0, End: at(3000),
+			Events: []Event{
+				{Kind: Elected, Candidate: "a", PID: 10, Token: 1, At: at(0), Deadline: at(500)},
+				{Kind: Renewed, Candidate: "a", PID: 10, Token: 1, At: at(300), Deadline: at(800)},
+				{Kind: Elected, Candidate: "a", PID: 11, Token: 2, At: at(newElectedMs), Deadline: at(newElectedMs + 500)},
+				{Kind: Demoted, Candidate: "a", PID: 11, Token: 2, At: at(newElectedMs + 400)},
+			},
+			Faults: []Fault{{Kind: "kill", Target: "a", PID: 10, Start: at(350)}},
+		}
+	}
+	if v := CheckValidTerms(h(850)); !v.OK {
+		t.Errorf("a new process elected after the killed one's last Deadline judged invalid: %s", v.Detail)
+	}
+	if v := CheckValidTerms(h(750)); v.OK || v.At != at(750) {
+		t.Errorf("a new process elected before the killed one's last Deadline: OK=%v at %s (%s)", v.OK, rel(h(750), v.At), v.Detail)
+	}
+}
+
 func TestCheckTokens(t *testing.T) {
 	ok := goodHistory()
 	if v := CheckTokens(ok); !v.OK {
