@@ -98,6 +98,10 @@ type Config struct {
 	// temporary directory, removed at the end.
 	Dir string
 	Log io.Writer // progress, one line per fault; nil discards it
+	// Gap bounds the quiet time before each fault: when positive, each gap
+	// is drawn from [0, Gap), so a fault may follow the previous one's
+	// heal or recovery at once. Zero means the default, [TTL/2, TTL+1s).
+	Gap time.Duration
 	// VisPath is where a failing run writes porcupine's visualization of
 	// the register's history (with the Terms and faults); none when empty.
 	VisPath string
@@ -156,6 +160,9 @@ func (c *Config) normalize() error {
 		if !slices.Contains(all, f) {
 			return bad("Faults", fmt.Sprintf("%q", f), fmt.Sprintf("is not a fault of %s (%s)", c.Backend, strings.Join(all, ", ")))
 		}
+	}
+	if c.Gap < 0 || c.Gap > time.Minute {
+		return bad("Gap", c.Gap.String(), "must be between 0 and 1m")
 	}
 	if c.Backend != "inmem" && c.Bin == "" {
 		return bad("Bin", `""`, "the elect binary is required to run "+c.Backend+" candidates")
@@ -387,14 +394,19 @@ func (h *run) between(lo, hi time.Duration) time.Duration {
 }
 
 // mix injects faults for cfg.Duration: each cycle goes through every kind
-// once, in an order the seed shuffles, with a quiet gap before each fault.
+// once, in an order the seed shuffles, with a quiet gap before each fault
+// (see Config.Gap).
 func (h *run) mix(ctx context.Context) error { return h.mixWith(ctx, h.inject) }
 
 func (h *run) mixWith(ctx context.Context, inject func(ctx context.Context, kind string) error) error {
 	end := time.Now().Add(h.cfg.Duration)
 	var order []string
 	for time.Now().Before(end) {
-		if err := sleep(ctx, h.between(h.cfg.TTL/2, h.cfg.TTL+time.Second)); err != nil {
+		gap := h.between(h.cfg.TTL/2, h.cfg.TTL+time.Second)
+		if h.cfg.Gap > 0 {
+			gap = h.between(0, h.cfg.Gap)
+		}
+		if err := sleep(ctx, gap); err != nil {
 			return err
 		}
 		if !time.Now().Before(end) {

@@ -197,6 +197,7 @@ func TestConfigRefused(t *testing.T) {
 		{Backend: "etcd", Faults: []string{harness.Pause}}, // no Bin
 		{Backend: "inmem", TTL: time.Millisecond},
 		{Backend: "inmem", Candidates: 1},
+		{Backend: "inmem", Gap: -time.Second},
 	} {
 		_, _, err := harness.Run(t.Context(), cfg)
 		if !errors.Is(err, election.ErrInvalidOption) {
