@@ -35,6 +35,7 @@ func (v Verdict) String() string {
 const (
 	NameLinearizable = "linearizable"
 	NameValidTerms   = "P3 valid terms"
+	NameWrites       = "P3 writes in terms"
 	NameTokens       = "P1/P2 tokens"
 	NameCallbacks    = "P5 callbacks"
 	NameFailover     = "P6 failover"
@@ -246,7 +247,14 @@ type Term struct {
 // Each candidate's events are taken in the order of their instants (arrival
 // order among equal instants); a Renewed or Demoted that matches no open
 // Term of its candidate is ignored here (CheckCallbacks reports it).
+//
+// A Term's deadline is the latest Deadline any Elected or Renewed event of
+// its process and token reported, whatever the order of the events: the
+// library moves a Term's deadline only while the Term is valid and never
+// back, but its after-renewal hook may run, and so report, after the Term
+// ended.
 func Terms(h *History) []Term {
+	latest := latestDeadlines(h)
 	var out []Term
 	for cand, evs := range eventsByCandidate(h) {
 		var open *Term
@@ -274,11 +282,7 @@ func Terms(h *History) []Term {
 					}
 				}
 				open = &Term{Candidate: cand, PID: e.PID, Token: e.Token, Start: e.At}
-				deadline = e.Deadline
-			case Renewed:
-				if open != nil && open.Token == e.Token && e.Deadline != 0 {
-					deadline = e.Deadline
-				}
+				deadline = latest[termKey{cand, e.PID, e.Token}]
 			case Demoted:
 				if open != nil && open.Token == e.Token {
 					closeOpen(e.At, "demoted")
@@ -304,6 +308,26 @@ func Terms(h *History) []Term {
 		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Candidate, b.Candidate))
 	})
 	return out
+}
+
+// termKey names one Term: a process of a candidate and a token.
+type termKey struct {
+	cand  string
+	pid   int
+	token uint64
+}
+
+// latestDeadlines is the latest Deadline reported per Term (Elected and
+// Renewed events).
+func latestDeadlines(h *History) map[termKey]int64 {
+	m := map[termKey]int64{}
+	for _, e := range h.Events {
+		if (e.Kind == Elected || e.Kind == Renewed) && e.Deadline != 0 {
+			k := termKey{e.Candidate, e.PID, e.Token}
+			m[k] = max(m[k], e.Deadline)
+		}
+	}
+	return m
 }
 
 // eventsByCandidate groups the events per candidate, each group stably
@@ -370,6 +394,56 @@ func CheckValidTerms(h *History) Verdict {
 	return v
 }
 
+// CheckWrites checks P3 from the writer's side: every write was decided
+// (its Call) while a Term of its writer — the same candidate, process and
+// token — was valid, from the Term's Start to its End. A candidate takes a
+// write's Call before it checks its Term, so a correct library makes every
+// Call fall inside the Term however late the write itself arrives. A Term
+// of a killed process is only held to its Start: the process may have died
+// with a renewal that moved its deadline still unreported. A write of a
+// Term the history does not show fails.
+func CheckWrites(h *History) Verdict {
+	v := Verdict{Name: NameWrites}
+	byKey := map[termKey][]Term{}
+	for _, t := range Terms(h) {
+		k := termKey{t.Candidate, t.PID, t.Token}
+		byKey[k] = append(byKey[k], t)
+	}
+	found := false
+	for i, w := range h.Writes {
+		ts := byKey[termKey{w.Client, w.PID, w.Token}]
+		why := ""
+		switch {
+		case len(ts) == 0:
+			why = "no Term of its writer has that token"
+		default:
+			why = "its Term was not valid then"
+			for _, t := range ts {
+				_, killed := killedAfter(h, t.Candidate, t.PID, t.Start)
+				if w.Call >= t.Start && (w.Call <= t.End || killed) {
+					why = ""
+					break
+				}
+			}
+			if why != "" {
+				t := ts[0]
+				why = fmt.Sprintf("its Term was valid %s..%s (%s)", rel(h, t.Start), rel(h, t.End), t.EndedBy)
+			}
+		}
+		if why == "" || (found && w.Call >= v.At) {
+			continue
+		}
+		found, v.At = true, w.Call
+		v.Detail = fmt.Sprintf("write #%d by %s (pid %d) token %d %q decided at %s: %s",
+			i, w.Client, w.PID, w.Token, w.Value, rel(h, w.Call), why)
+	}
+	if !found {
+		v.OK = true
+		v.Detail = fmt.Sprintf("%d writes, each decided in its Term", len(h.Writes))
+	}
+	return v
+}
+
 // CheckTokens checks P1, no token granted to two candidates, and P2, tokens
 // strictly increase across successive leaderships ordered by Elected.At.
 func CheckTokens(h *History) Verdict {
@@ -422,9 +496,14 @@ func CheckCallbacks(h *History) Verdict {
 	}
 	n := 0
 	for cand, evs := range eventsByCandidate(h) {
-		var open *Event
+		var open, last *Event // the open Term's Elected; the last Demoted
 		for _, e := range evs {
 			n++
+			if e.Kind == Renewed && open == nil && last != nil && last.PID == e.PID && last.Token == e.Token {
+				// The after-renewal hook of a renewal recorded while the
+				// Term was valid may run after the Term ended.
+				continue
+			}
 			if open != nil && e.PID != open.PID && open.PID != 0 && e.PID != 0 {
 				// Another process of this candidate: the open Term's
 				// process must have been killed.
@@ -448,7 +527,7 @@ func CheckCallbacks(h *History) Verdict {
 						cand, e.Kind, e.Token, rel(h, e.At), open.Token)
 				}
 				if e.Kind == Demoted {
-					open = nil
+					open, last = nil, &e
 				}
 			default:
 				report(e.At, "%s reported an event of kind %q at %s", cand, e.Kind, rel(h, e.At))
@@ -619,6 +698,7 @@ func Check(h *History, o CheckOptions) Report {
 	r.Verdicts = []Verdict{
 		CheckLinearizableTimeout(h, o.VisPath, timeout),
 		CheckValidTerms(h),
+		CheckWrites(h),
 		CheckTokens(h),
 		CheckCallbacks(h),
 	}

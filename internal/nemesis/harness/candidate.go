@@ -174,13 +174,15 @@ func newCandidate(id string, pid int, work time.Duration, s sink) *candidate {
 }
 
 // afterRenew is the after-renewal hook: each confirmed renewal reports the
-// Term's new deadline.
+// Term's new deadline. The event's instant is when the library recorded
+// the reply (Sent + Latency), not when the hook ran: hooks run later, even
+// after the Term ended.
 func (c *candidate) afterRenew(rn election.Renewal) {
 	if rn.Err != nil {
 		return
 	}
 	c.rep.add(nemesis.Event{Kind: nemesis.Renewed, Candidate: c.id, PID: c.pid, Token: rn.Leader.Token,
-		At: nemesis.Mono(), Deadline: nemesis.MonoOf(rn.Deadline)})
+		At: nemesis.MonoOf(rn.Sent.Add(rn.Latency)), Deadline: nemesis.MonoOf(rn.Deadline)})
 }
 
 func (c *candidate) callbacks() election.Callbacks {
