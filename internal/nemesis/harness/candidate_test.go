@@ -3,6 +3,8 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand"
 	"sync"
 	"testing"
 	"time"
@@ -141,5 +143,37 @@ func TestNoWriteWhenTermEndsBeforeReport(t *testing.T) {
 	c.rep.flush(10 * time.Second)
 	if n := s.nWrites(); n != 0 {
 		t.Errorf("%d writes of a Term that ended before its Elected event was reported", n)
+	}
+}
+
+// TestScheduleIgnoresTargets: the faults' kinds and durations a seed gives
+// do not depend on how many target choices the run made (a reported leader
+// or none), so a seed replays the same schedule.
+func TestScheduleIgnoresTargets(t *testing.T) {
+	schedule := func(targetDraws int) []string {
+		h := &run{cfg: Config{Duration: 30 * time.Millisecond, TTL: time.Second, Gap: time.Millisecond,
+			Faults: []string{Kill, Pause, Cut}}, rng: rand.New(rand.NewSource(5)), pick: rand.New(rand.NewSource(^5))}
+		var got []string
+		inject := func(_ context.Context, kind string) error {
+			for range targetDraws {
+				h.pick.Intn(5) // what target() draws when no leader is reported
+			}
+			got = append(got, fmt.Sprintf("%s %v", kind, h.between(0, time.Hour)))
+			return nil
+		}
+		if err := h.mixWith(t.Context(), inject); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	a, b := schedule(0), schedule(3)
+	n := min(len(a), len(b)) // the number of faults depends on time
+	if n == 0 {
+		t.Fatal("no fault injected")
+	}
+	for i := range n {
+		if a[i] != b[i] {
+			t.Fatalf("fault %d: %q with no target draws, %q with three", i, a[i], b[i])
+		}
 	}
 }

@@ -178,7 +178,11 @@ type run struct {
 	cfg Config
 	dir string
 	reg *nemesis.Register
-	rng *rand.Rand
+	rng *rand.Rand // the schedule: fault kinds, gaps, durations
+	// pick chooses targets, whose number of draws depends on what the run
+	// found (a reported leader or none, how many waiters): kept apart so
+	// that the schedule is the same for a seed however the run goes.
+	pick *rand.Rand
 	log io.Writer
 
 	st       store
@@ -226,7 +230,8 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 		return nil, nemesis.Report{}, err
 	}
 	defer reg.Close()
-	h := &run{cfg: cfg, dir: dir, reg: reg, rng: rand.New(rand.NewSource(cfg.Seed)), log: cfg.Log,
+	h := &run{cfg: cfg, dir: dir, reg: reg, rng: rand.New(rand.NewSource(cfg.Seed)),
+		pick: rand.New(rand.NewSource(^cfg.Seed)), log: cfg.Log,
 		storeCut: map[int]bool{}, killed: map[string]int64{}}
 	hist := &nemesis.History{Backend: cfg.Backend, Seed: cfg.Seed, Fenced: !cfg.Unfenced}
 	h.logf("nemesis: backend %s, seed %d, %v, %d candidates, TTL %v, fenced %v, faults %s",
@@ -439,7 +444,7 @@ func (h *run) target(preferLeader bool) *proc {
 			}
 		}
 	}
-	return h.procs[h.rng.Intn(len(h.procs))]
+	return h.procs[h.pick.Intn(len(h.procs))]
 }
 
 func (h *run) inject(ctx context.Context, kind string) error {
@@ -550,7 +555,7 @@ func (h *run) cut(ctx context.Context) error {
 func (h *run) storeKill(ctx context.Context) error {
 	i := h.st.leader()
 	if i < 0 {
-		i = h.rng.Intn(len(h.st.addrs()))
+		i = h.pick.Intn(len(h.st.addrs()))
 	}
 	name := h.st.memberName(i)
 	start := nemesis.Mono()
@@ -576,7 +581,7 @@ func (h *run) storeKill(ctx context.Context) error {
 func (h *run) storeCutFault(ctx context.Context) error {
 	i := h.st.leader()
 	if i < 0 {
-		i = h.rng.Intn(len(h.st.addrs()))
+		i = h.pick.Intn(len(h.st.addrs()))
 	}
 	name := h.st.memberName(i)
 	start := nemesis.Mono()
@@ -604,7 +609,7 @@ func (h *run) expire(ctx context.Context) error {
 	}
 	start := nemesis.Mono()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	id, ok, err := h.st.expire(octx, h.rng, leader)
+	id, ok, err := h.st.expire(octx, h.pick, leader)
 	cancel()
 	if ok {
 		if err != nil {
@@ -623,7 +628,7 @@ func (h *run) expire(ctx context.Context) error {
 	if len(ws) == 0 {
 		return errors.New("no waiting candidate")
 	}
-	p := ws[h.rng.Intn(len(ws))]
+	p := ws[h.pick.Intn(len(ws))]
 	p.cut()
 	// Past the session timeout (= TTL) and one server tick.
 	d := h.cfg.TTL + 1500*time.Millisecond
@@ -639,7 +644,7 @@ func (h *run) expire(ctx context.Context) error {
 func (h *run) garbage(ctx context.Context) error {
 	start := nemesis.Mono()
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	remove, err := h.st.garbage(gctx, h.rng)
+	remove, err := h.st.garbage(gctx, h.pick)
 	cancel()
 	if remove == nil {
 		return err
