@@ -83,6 +83,10 @@ type Event struct {
 	At        int64  // Mono
 	Deadline  int64  // Mono; Elected and Renewed
 	Err       string // Demoted
+	// Seq numbers the events of one process from 1 (0: unnumbered). A
+	// report retried after an answer was lost arrives twice; the register
+	// keeps the first of each (Candidate, PID, Seq).
+	Seq uint64 `json:",omitempty"`
 }
 
 // Fault is one fault the nemesis injected, from Start until End (Mono; End

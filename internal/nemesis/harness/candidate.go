@@ -72,6 +72,7 @@ type reporter struct {
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
+	seq  uint64 // the last event's Seq; guarded by mu
 }
 
 func newReporter(s sink) *reporter {
@@ -89,8 +90,10 @@ type queued struct {
 
 // add queues ev and returns a channel closed once the sink took it.
 func (r *reporter) add(ev nemesis.Event) <-chan struct{} {
-	q := queued{ev: ev, delivered: make(chan struct{})}
 	r.mu.Lock()
+	r.seq++
+	ev.Seq = r.seq // the register drops a retried report it already has
+	q := queued{ev: ev, delivered: make(chan struct{})}
 	r.q = append(r.q, q)
 	r.mu.Unlock()
 	select {

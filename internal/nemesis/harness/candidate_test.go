@@ -112,6 +112,11 @@ func TestNoWriteBeforeElectedReported(t *testing.T) {
 			t.Errorf("write %d: Call %d after the Term ended at %d", i, call, endAt)
 		}
 	}
+	for i, ev := range s.reported {
+		if ev.Seq != uint64(i+1) {
+			t.Errorf("report %d (%s) has Seq %d, want %d", i, ev.Kind, ev.Seq, i+1)
+		}
+	}
 	if !errors.Is(term.Err(), election.ErrResigned) {
 		t.Errorf("Err = %v", term.Err())
 	}

@@ -183,7 +183,7 @@ type run struct {
 	// found (a reported leader or none, how many waiters): kept apart so
 	// that the schedule is the same for a seed however the run goes.
 	pick *rand.Rand
-	log io.Writer
+	log  io.Writer
 
 	st       store
 	procs    []*proc // live candidates, in start order
