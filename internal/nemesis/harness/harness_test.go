@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/nemesis"
 	"github.com/electkit/election/internal/nemesis/harness"
@@ -35,7 +37,16 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		bin = b
-		return m.Run()
+		code := m.Run()
+		if code == 0 {
+			// Every goroutine of a run (the register, proxies, the
+			// in-process cluster and candidates) ends with it.
+			if err := goleak.Find(); err != nil {
+				fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+				code = 1
+			}
+		}
+		return code
 	}()
 	os.Exit(code)
 }
