@@ -478,8 +478,8 @@ func CheckTokens(h *History) Verdict {
 }
 
 // CheckCallbacks checks P5: per candidate, events alternate Elected,
-// Renewed*, Demoted with one token; no Elected while a Term is open; a
-// Renewed or Demoted needs its Elected. Only a candidate killed while
+// Demoted with one token; no Elected while a Term is open; a Demoted needs
+// its Elected, and a Renewed an Elected of its process with its token. Only a candidate killed while
 // leading may leave a Term open; a new process of a killed candidate may
 // then start afresh.
 func CheckCallbacks(h *History) Verdict {
@@ -495,13 +495,24 @@ func CheckCallbacks(h *History) Verdict {
 		}
 	}
 	n := 0
+	electedKeys := map[termKey]bool{}
+	for _, e := range h.Events {
+		if e.Kind == Elected {
+			electedKeys[termKey{e.Candidate, e.PID, e.Token}] = true
+		}
+	}
 	for cand, evs := range eventsByCandidate(h) {
-		var open, last *Event // the open Term's Elected; the last Demoted
+		var open *Event // the open Term's Elected
 		for _, e := range evs {
 			n++
-			if e.Kind == Renewed && open == nil && last != nil && last.PID == e.PID && last.Token == e.Token {
-				// The after-renewal hook of a renewal recorded while the
-				// Term was valid may run after the Term ended.
+			if e.Kind == Renewed {
+				// A renewal belongs to a Term of its process, but its
+				// instant may precede OnElected (the first renewal can
+				// come back before OnElected starts) or follow the Term's
+				// end (its hook runs after), so it only needs its Elected.
+				if !electedKeys[termKey{cand, e.PID, e.Token}] {
+					report(e.At, "%s renewed with token %d at %s: no Elected of its process has that token", cand, e.Token, rel(h, e.At))
+				}
 				continue
 			}
 			if open != nil && e.PID != open.PID && open.PID != 0 && e.PID != 0 {
@@ -518,7 +529,7 @@ func CheckCallbacks(h *History) Verdict {
 						cand, e.Token, rel(h, e.At), open.Token, rel(h, open.At))
 				}
 				open = &e
-			case Renewed, Demoted:
+			case Demoted:
 				switch {
 				case open == nil:
 					report(e.At, "%s %s with token %d at %s without an open Elected", cand, e.Kind, e.Token, rel(h, e.At))
@@ -526,9 +537,7 @@ func CheckCallbacks(h *History) Verdict {
 					report(e.At, "%s %s with token %d at %s while its open Term has token %d",
 						cand, e.Kind, e.Token, rel(h, e.At), open.Token)
 				}
-				if e.Kind == Demoted {
-					open, last = nil, &e
-				}
+				open = nil
 			default:
 				report(e.At, "%s reported an event of kind %q at %s", cand, e.Kind, rel(h, e.At))
 			}

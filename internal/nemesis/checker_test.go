@@ -253,6 +253,11 @@ func TestTermsLateRenewal(t *testing.T) {
 	if v := CheckCallbacks(h); !v.OK {
 		t.Errorf("a late Renewed of the Term just demoted: %s", v.Detail)
 	}
+	// The first renewal's reply may come back before OnElected starts.
+	early := append(append([]Event(nil), h.Events...), renewed("b", 2, 999, 1600))
+	if v := CheckCallbacks(&History{Start: t0, End: at(3000), Events: early}); !v.OK {
+		t.Errorf("a Renewed just before its Elected: %s", v.Detail)
+	}
 	h.Events = append(h.Events, renewed("a", 5, 1200, 1300))
 	if v := CheckCallbacks(h); v.OK {
 		t.Errorf("a Renewed of a token a never held passed: %s", v.Detail)
@@ -335,7 +340,13 @@ func TestCheckCallbacks(t *testing.T) {
 		}}, false, 50, "while its Term with token 1"},
 		{"renewed without elected", &History{Start: t0, Events: []Event{
 			renewed("a", 1, 10, 100),
+		}}, false, 10, "no Elected of its process has that token"},
+		{"demoted without elected", &History{Start: t0, Events: []Event{
+			demoted("a", 1, 10),
 		}}, false, 10, "without an open Elected"},
+		{"renewed with another token", &History{Start: t0, Events: []Event{
+			elected("a", 1, 0, 100), renewed("a", 2, 20, 120), demoted("a", 1, 30),
+		}}, false, 20, "no Elected of its process has that token"},
 		{"demoted with another token", &History{Start: t0, Events: []Event{
 			elected("a", 1, 0, 100), demoted("a", 2, 30),
 		}}, false, 30, "open Term has token 1"},
