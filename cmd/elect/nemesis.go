@@ -32,7 +32,8 @@ pauses (SIGSTOP past the TTL) and cuts off the leader, kills or cuts off
 the store's own leader, expires a waiter's session and writes garbage under
 the election prefix. Each leader writes to a fenced register with its token
 while its Term is valid. At the end the history is checked: the register's
-linearizability, no two valid Terms at one instant (P3), strictly
+linearizability, no two valid Terms at one instant (P3), every write
+decided in its writer's Term, strictly
 increasing tokens (P2), paired callbacks (P5), failover within the bound
 after the faults stop (P6).
 

@@ -6,9 +6,10 @@
 // processes — or against backend/inmem's Zab cluster in process. Store
 // candidates are separate OS processes (elect nemesis-candidate), each
 // reaching every store member through a TCP proxy of its own that the
-// harness can cut. While a candidate leads, it loops: check that its Term
-// is valid, take the call instant, work for a few milliseconds, write to
-// the fenced register with its token. Every leadership (elected, each
+// harness can cut. While a candidate leads, it loops: take the call
+// instant, check that its Term is valid, work for a few milliseconds, write
+// to the fenced register with its token (only once the register has its
+// Elected report). Every leadership (elected, each
 // renewal's deadline, demoted) is reported to the register too.
 //
 // Nemeses, picked from the seed and mixed over the run, one at a time with
