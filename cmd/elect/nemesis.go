@@ -32,7 +32,8 @@ pauses (SIGSTOP past the TTL) and cuts off the leader, kills or cuts off
 the store's own leader, expires a waiter's session and writes garbage under
 the election prefix. Each leader writes to a fenced register with its token
 while its Term is valid. At the end the history is checked: the register's
-linearizability, no two valid Terms at one instant (P3), strictly
+linearizability, no two valid Terms at one instant (P3), every write
+decided in its writer's Term, strictly
 increasing tokens (P2), paired callbacks (P5), failover within the bound
 after the faults stop (P6).
 
@@ -52,6 +53,7 @@ elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30
 				backend, faults, out string
 				seed                 int
 				duration, ttl, work  time.Duration
+				gap                  time.Duration
 				candidates           int
 				noFence, verbose     bool
 			)
@@ -62,12 +64,13 @@ elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30
 			f.Duration(&ttl, "ttl", "D", harness.DefaultTTL, "the candidates' lease/session TTL")
 			f.Bool(&noFence, "no-fence", false, "the register accepts every write (negative control)")
 			f.Duration(&work, "work", "D", harness.DefaultWork, "a leader's work between its validity check and its write")
+			f.Duration(&gap, "gap", "D", 0, "the quiet time before each fault is drawn below D (default: TTL/2 to TTL+1s)")
 			f.String(&faults, "faults", "LIST", "", "comma-separated fault kinds (default: all of the backend's)")
 			f.String(&out, "out", "DIR", "", "directory for history.json and the visualization of a failing run (default: a new temporary directory)")
 			f.Bool(&verbose, "verbose", false, "print each fault as it is injected")
 			return func(ctx context.Context, w io.Writer) error {
 				cfg := harness.Config{Backend: backend, Seed: int64(seed), Duration: duration,
-					Candidates: candidates, TTL: ttl, Unfenced: noFence, Work: work}
+					Candidates: candidates, TTL: ttl, Unfenced: noFence, Work: work, Gap: gap}
 				if faults != "" {
 					for _, k := range strings.Split(faults, ",") {
 						cfg.Faults = append(cfg.Faults, strings.TrimSpace(k))
@@ -87,6 +90,8 @@ elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30
 					return f.Bad("ttl", "must be between 1s and 1m")
 				case work <= 0 || work > time.Second:
 					return f.Bad("work", "must be between 0 and 1s")
+				case gap < 0 || gap > time.Minute:
+					return f.Bad("gap", "must be between 0 and 1m")
 				}
 				kinds := harness.Kinds(backend)
 				for _, k := range cfg.Faults {

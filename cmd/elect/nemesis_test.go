@@ -16,6 +16,7 @@ func TestNemesisRefusesBadFlags(t *testing.T) {
 		{[]string{"--duration", "0s"}, "--duration=0s"},
 		{[]string{"--candidates", "1"}, "--candidates=1"},
 		{[]string{"--ttl", "10ms"}, "--ttl=10ms"},
+		{[]string{"--gap", "-1s"}, "--gap=-1s"},
 	} {
 		code, _, errOut := elect(t, append([]string{"nemesis"}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {

@@ -35,6 +35,7 @@ func (v Verdict) String() string {
 const (
 	NameLinearizable = "linearizable"
 	NameValidTerms   = "P3 valid terms"
+	NameWrites       = "P3 writes in terms"
 	NameTokens       = "P1/P2 tokens"
 	NameCallbacks    = "P5 callbacks"
 	NameFailover     = "P6 failover"
@@ -246,7 +247,14 @@ type Term struct {
 // Each candidate's events are taken in the order of their instants (arrival
 // order among equal instants); a Renewed or Demoted that matches no open
 // Term of its candidate is ignored here (CheckCallbacks reports it).
+//
+// A Term's deadline is the latest Deadline any Elected or Renewed event of
+// its process and token reported, whatever the order of the events: the
+// library moves a Term's deadline only while the Term is valid and never
+// back, but its after-renewal hook may run, and so report, after the Term
+// ended.
 func Terms(h *History) []Term {
+	latest := latestDeadlines(h)
 	var out []Term
 	for cand, evs := range eventsByCandidate(h) {
 		var open *Term
@@ -274,11 +282,7 @@ func Terms(h *History) []Term {
 					}
 				}
 				open = &Term{Candidate: cand, PID: e.PID, Token: e.Token, Start: e.At}
-				deadline = e.Deadline
-			case Renewed:
-				if open != nil && open.Token == e.Token && e.Deadline != 0 {
-					deadline = e.Deadline
-				}
+				deadline = latest[termKey{cand, e.PID, e.Token}]
 			case Demoted:
 				if open != nil && open.Token == e.Token {
 					closeOpen(e.At, "demoted")
@@ -304,6 +308,26 @@ func Terms(h *History) []Term {
 		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Candidate, b.Candidate))
 	})
 	return out
+}
+
+// termKey names one Term: a process of a candidate and a token.
+type termKey struct {
+	cand  string
+	pid   int
+	token uint64
+}
+
+// latestDeadlines is the latest Deadline reported per Term (Elected and
+// Renewed events).
+func latestDeadlines(h *History) map[termKey]int64 {
+	m := map[termKey]int64{}
+	for _, e := range h.Events {
+		if (e.Kind == Elected || e.Kind == Renewed) && e.Deadline != 0 {
+			k := termKey{e.Candidate, e.PID, e.Token}
+			m[k] = max(m[k], e.Deadline)
+		}
+	}
+	return m
 }
 
 // eventsByCandidate groups the events per candidate, each group stably
@@ -334,8 +358,8 @@ func killedAfter(h *History, cand string, pid int, from int64) (int64, bool) {
 	return 0, false
 }
 
-// CheckValidTerms checks P3: no two different candidates hold valid Terms
-// at the same instant (see Term for when a Term is valid). It reports the
+// CheckValidTerms checks P3: no two candidates (or two processes of one
+// candidate ID) hold valid Terms at the same instant (see Term for when a Term is valid). It reports the
 // overlap that begins first, with both candidates, tokens and instants.
 func CheckValidTerms(h *History) Verdict {
 	v := Verdict{Name: NameValidTerms}
@@ -347,7 +371,10 @@ func CheckValidTerms(h *History) Verdict {
 			if u.Start >= t.End {
 				break // ts is sorted by Start: no later Term starts inside t
 			}
-			if u.Candidate == t.Candidate || u.Start >= u.End || t.Start >= t.End {
+			// One process's Terms follow one another; a killed process's
+			// Term may still be valid when a new process of the same
+			// candidate ID is elected, and that is an overlap too.
+			if (u.Candidate == t.Candidate && u.PID == t.PID) || u.Start >= u.End || t.Start >= t.End {
 				continue
 			}
 			if !found || u.Start < v.At {
@@ -364,6 +391,56 @@ func CheckValidTerms(h *History) Verdict {
 		a.Candidate, a.Token, rel(h, a.Start), rel(h, a.End), a.EndedBy,
 		b.Candidate, b.Token, rel(h, b.Start), rel(h, b.End), b.EndedBy,
 		msDur(min(a.End, b.End)-b.Start))
+	return v
+}
+
+// CheckWrites checks P3 from the writer's side: every write was decided
+// (its Call) while a Term of its writer — the same candidate, process and
+// token — was valid, from the Term's Start to its End. A candidate takes a
+// write's Call before it checks its Term, so a correct library makes every
+// Call fall inside the Term however late the write itself arrives. A Term
+// of a killed process is only held to its Start: the process may have died
+// with a renewal that moved its deadline still unreported. A write of a
+// Term the history does not show fails.
+func CheckWrites(h *History) Verdict {
+	v := Verdict{Name: NameWrites}
+	byKey := map[termKey][]Term{}
+	for _, t := range Terms(h) {
+		k := termKey{t.Candidate, t.PID, t.Token}
+		byKey[k] = append(byKey[k], t)
+	}
+	found := false
+	for i, w := range h.Writes {
+		ts := byKey[termKey{w.Client, w.PID, w.Token}]
+		why := ""
+		switch {
+		case len(ts) == 0:
+			why = "no Term of its writer has that token"
+		default:
+			why = "its Term was not valid then"
+			for _, t := range ts {
+				_, killed := killedAfter(h, t.Candidate, t.PID, t.Start)
+				if w.Call >= t.Start && (w.Call <= t.End || killed) {
+					why = ""
+					break
+				}
+			}
+			if why != "" {
+				t := ts[0]
+				why = fmt.Sprintf("its Term was valid %s..%s (%s)", rel(h, t.Start), rel(h, t.End), t.EndedBy)
+			}
+		}
+		if why == "" || (found && w.Call >= v.At) {
+			continue
+		}
+		found, v.At = true, w.Call
+		v.Detail = fmt.Sprintf("write #%d by %s (pid %d) token %d %q decided at %s: %s",
+			i, w.Client, w.PID, w.Token, w.Value, rel(h, w.Call), why)
+	}
+	if !found {
+		v.OK = true
+		v.Detail = fmt.Sprintf("%d writes, each decided in its Term", len(h.Writes))
+	}
 	return v
 }
 
@@ -401,8 +478,8 @@ func CheckTokens(h *History) Verdict {
 }
 
 // CheckCallbacks checks P5: per candidate, events alternate Elected,
-// Renewed*, Demoted with one token; no Elected while a Term is open; a
-// Renewed or Demoted needs its Elected. Only a candidate killed while
+// Demoted with one token; no Elected while a Term is open; a Demoted needs
+// its Elected, and a Renewed an Elected of its process with its token. Only a candidate killed while
 // leading may leave a Term open; a new process of a killed candidate may
 // then start afresh.
 func CheckCallbacks(h *History) Verdict {
@@ -418,10 +495,26 @@ func CheckCallbacks(h *History) Verdict {
 		}
 	}
 	n := 0
+	electedKeys := map[termKey]bool{}
+	for _, e := range h.Events {
+		if e.Kind == Elected {
+			electedKeys[termKey{e.Candidate, e.PID, e.Token}] = true
+		}
+	}
 	for cand, evs := range eventsByCandidate(h) {
-		var open *Event
+		var open *Event // the open Term's Elected
 		for _, e := range evs {
 			n++
+			if e.Kind == Renewed {
+				// A renewal belongs to a Term of its process, but its
+				// instant may precede OnElected (the first renewal can
+				// come back before OnElected starts) or follow the Term's
+				// end (its hook runs after), so it only needs its Elected.
+				if !electedKeys[termKey{cand, e.PID, e.Token}] {
+					report(e.At, "%s renewed with token %d at %s: no Elected of its process has that token", cand, e.Token, rel(h, e.At))
+				}
+				continue
+			}
 			if open != nil && e.PID != open.PID && open.PID != 0 && e.PID != 0 {
 				// Another process of this candidate: the open Term's
 				// process must have been killed.
@@ -436,7 +529,7 @@ func CheckCallbacks(h *History) Verdict {
 						cand, e.Token, rel(h, e.At), open.Token, rel(h, open.At))
 				}
 				open = &e
-			case Renewed, Demoted:
+			case Demoted:
 				switch {
 				case open == nil:
 					report(e.At, "%s %s with token %d at %s without an open Elected", cand, e.Kind, e.Token, rel(h, e.At))
@@ -444,9 +537,7 @@ func CheckCallbacks(h *History) Verdict {
 					report(e.At, "%s %s with token %d at %s while its open Term has token %d",
 						cand, e.Kind, e.Token, rel(h, e.At), open.Token)
 				}
-				if e.Kind == Demoted {
-					open = nil
-				}
+				open = nil
 			default:
 				report(e.At, "%s reported an event of kind %q at %s", cand, e.Kind, rel(h, e.At))
 			}
@@ -616,6 +707,7 @@ func Check(h *History, o CheckOptions) Report {
 	r.Verdicts = []Verdict{
 		CheckLinearizableTimeout(h, o.VisPath, timeout),
 		CheckValidTerms(h),
+		CheckWrites(h),
 		CheckTokens(h),
 		CheckCallbacks(h),
 	}

@@ -66,8 +66,8 @@ func TestCheckGoodHistory(t *testing.T) {
 	if !r.OK() {
 		t.Fatalf("clean history failed:\n%s", r)
 	}
-	if len(r.Verdicts) != 5 {
-		t.Fatalf("%d verdicts, want 5", len(r.Verdicts))
+	if len(r.Verdicts) != 6 {
+		t.Fatalf("%d verdicts, want 6", len(r.Verdicts))
 	}
 	if r.Leaderships != 2 || r.Accepted != 4 || r.Refused != 1 || r.FaultsByKind["pause"] != 1 {
 		t.Errorf("figures: %d leaderships, %d accepted, %d refused, faults %v", r.Leaderships, r.Accepted, r.Refused, r.FaultsByKind)
@@ -202,6 +202,91 @@ func TestCheckValidTermsKilled(t *testing.T) {
 	}
 }
 
+func TestCheckWrites(t *testing.T) {
+	if v := CheckWrites(goodHistory()); !v.OK {
+		t.Fatalf("clean history: %s", v.Detail)
+	}
+	for _, tc := range []struct {
+		name string
+		w    Write
+		want string
+	}{
+		{"after its Term", write("a", 1, "late", 1050, 1060, false, 2, "b1"), "+1050.000ms: its Term was valid +10.000ms..+1000.000ms (demoted)"},
+		{"before its Term", write("b", 2, "early", 1050, 1160, false, 1, "a2"), "+1050.000ms: its Term was valid +1100.000ms..+1800.000ms"},
+		{"no Term", write("c", 9, "ghost", 500, 510, true, 1, "a2"), "no Term of its writer has that token"},
+		{"another process", Write{Client: "a", PID: 99, Token: 1, Value: "x", Call: at(500), Return: at(510)}, "no Term of its writer"},
+	} {
+		h := goodHistory()
+		h.Writes = append(h.Writes, tc.w)
+		v := CheckWrites(h)
+		if v.OK || v.At != tc.w.Call || !strings.Contains(v.Detail, tc.want) {
+			t.Errorf("%s: OK=%v at %s: %s; want a failure at the write's call naming %q", tc.name, v.OK, rel(h, v.At), v.Detail, tc.want)
+		}
+	}
+	// A killed process's Term may have been renewed without a report: its
+	// writes are held to its Start only.
+	h := goodHistory()
+	h.Events = h.Events[:3] // a never demoted
+	h.Events = append(h.Events, elected("b", 2, 1300, 1600), demoted("b", 2, 1800))
+	h.Killed = map[string]int64{"a": at(1200)}
+	h.Writes = []Write{write("a", 1, "a1", 1150, 1160, true, 0, "")}
+	if v := CheckWrites(h); !v.OK {
+		t.Errorf("a killed process's write after its last reported deadline: %s", v.Detail)
+	}
+}
+
+// TestTermsLateRenewal: a Renewed reported after its Term's Demoted (a
+// late after-renewal hook) still counts for the Term's deadline and is no
+// P5 violation.
+func TestTermsLateRenewal(t *testing.T) {
+	h := &History{Start: t0, End: at(3000), Events: []Event{
+		elected("a", 1, 0, 500),
+		demoted("a", 1, 700),
+		renewed("a", 1, 710, 900), // the renewal was recorded before 500
+		elected("b", 2, 1000, 1500),
+		demoted("b", 2, 1400),
+	}}
+	ts := Terms(h)
+	if len(ts) != 2 || ts[0].End != at(700) || ts[0].EndedBy != "demoted" {
+		t.Fatalf("Terms = %+v; want a's Term to end at its Demoted, +700ms", ts)
+	}
+	if v := CheckCallbacks(h); !v.OK {
+		t.Errorf("a late Renewed of the Term just demoted: %s", v.Detail)
+	}
+	// The first renewal's reply may come back before OnElected starts.
+	early := append(append([]Event(nil), h.Events...), renewed("b", 2, 999, 1600))
+	if v := CheckCallbacks(&History{Start: t0, End: at(3000), Events: early}); !v.OK {
+		t.Errorf("a Renewed just before its Elected: %s", v.Detail)
+	}
+	h.Events = append(h.Events, renewed("a", 5, 1200, 1300))
+	if v := CheckCallbacks(h); v.OK {
+		t.Errorf("a Renewed of a token a never held passed: %s", v.Detail)
+	}
+}
+
+// TestCheckValidTermsRestartedID: a killed process's Term stays valid
+// until its last Deadline even when a new process with the same candidate
+// ID is elected; an Elected before that Deadline is an overlap.
+func TestCheckValidTermsRestartedID(t *testing.T) {
+	h := func(newElectedMs int64) *History {
+		return &History{Start: t0, End: at(3000),
+			Events: []Event{
+				{Kind: Elected, Candidate: "a", PID: 10, Token: 1, At: at(0), Deadline: at(500)},
+				{Kind: Renewed, Candidate: "a", PID: 10, Token: 1, At: at(300), Deadline: at(800)},
+				{Kind: Elected, Candidate: "a", PID: 11, Token: 2, At: at(newElectedMs), Deadline: at(newElectedMs + 500)},
+				{Kind: Demoted, Candidate: "a", PID: 11, Token: 2, At: at(newElectedMs + 400)},
+			},
+			Faults: []Fault{{Kind: "kill", Target: "a", PID: 10, Start: at(350)}},
+		}
+	}
+	if v := CheckValidTerms(h(850)); !v.OK {
+		t.Errorf("a new process elected after the killed one's last Deadline judged invalid: %s", v.Detail)
+	}
+	if v := CheckValidTerms(h(750)); v.OK || v.At != at(750) {
+		t.Errorf("a new process elected before the killed one's last Deadline: OK=%v at %s (%s)", v.OK, rel(h(750), v.At), v.Detail)
+	}
+}
+
 func TestCheckTokens(t *testing.T) {
 	ok := goodHistory()
 	if v := CheckTokens(ok); !v.OK {
@@ -255,7 +340,13 @@ func TestCheckCallbacks(t *testing.T) {
 		}}, false, 50, "while its Term with token 1"},
 		{"renewed without elected", &History{Start: t0, Events: []Event{
 			renewed("a", 1, 10, 100),
+		}}, false, 10, "no Elected of its process has that token"},
+		{"demoted without elected", &History{Start: t0, Events: []Event{
+			demoted("a", 1, 10),
 		}}, false, 10, "without an open Elected"},
+		{"renewed with another token", &History{Start: t0, Events: []Event{
+			elected("a", 1, 0, 100), renewed("a", 2, 20, 120), demoted("a", 1, 30),
+		}}, false, 20, "no Elected of its process has that token"},
 		{"demoted with another token", &History{Start: t0, Events: []Event{
 			elected("a", 1, 0, 100), demoted("a", 2, 30),
 		}}, false, 30, "open Term has token 1"},
@@ -329,13 +420,14 @@ func TestReportStringShowsViolation(t *testing.T) {
 	// then a write far from it that must stay out of the window.
 	h.Events[4] = elected("b", 2, 950, 1600)
 	h.End = at(4000)
-	h.Writes = append(h.Writes, write("b", 2, "late", 3500, 3510, true, 2, "b2"))
+	h.Events = append(h.Events, elected("b", 3, 3400, 3900), demoted("b", 3, 3800))
+	h.Writes = append(h.Writes, write("b", 3, "late", 3500, 3510, true, 2, "b2"))
 	r := Check(h, CheckOptions{})
 	if r.OK() {
 		t.Fatalf("overlapping history passed:\n%s", r)
 	}
-	if len(r.Verdicts) != 4 {
-		t.Errorf("%d verdicts without a failover bound, want 4", len(r.Verdicts))
+	if len(r.Verdicts) != 5 {
+		t.Errorf("%d verdicts without a failover bound, want 5", len(r.Verdicts))
 	}
 	s := r.String()
 	for _, want := range []string{

@@ -25,8 +25,31 @@ func Mono() int64 {
 }
 
 // MonoOf converts a time.Time on this process's clock (a Term's Deadline,
-// say) to a Mono instant.
-func MonoOf(t time.Time) int64 { return Mono() + int64(time.Until(t)) }
+// say) to a Mono instant. It reads Mono, then time.Until(t), then Mono
+// again, and counts from the second reading, so a deadline is never
+// converted early; a process preempted or stopped between the readings
+// would shift the instant late by the gap, so the conversion is retried
+// (up to 10 times, keeping the tightest) until the readings lie within
+// MonoOfError.
+func MonoOf(t time.Time) int64 {
+	var best, bestGap int64 = 0, -1
+	for range 10 {
+		m0 := Mono()
+		d := time.Until(t)
+		m1 := Mono()
+		if gap := m1 - m0; bestGap < 0 || gap < bestGap {
+			best, bestGap = m1+int64(d), gap
+		}
+		if bestGap <= int64(MonoOfError) {
+			break
+		}
+	}
+	return best
+}
+
+// MonoOfError is the error MonoOf aims for: its result is at most this much
+// later than the instant t, never earlier.
+const MonoOfError = time.Millisecond
 
 // Write is one write to the fenced register, as the register served it.
 type Write struct {
@@ -60,6 +83,10 @@ type Event struct {
 	At        int64  // Mono
 	Deadline  int64  // Mono; Elected and Renewed
 	Err       string // Demoted
+	// Seq numbers the events of one process from 1 (0: unnumbered). A
+	// report retried after an answer was lost arrives twice; the register
+	// keeps the first of each (Candidate, PID, Seq).
+	Seq uint64 `json:",omitempty"`
 }
 
 // Fault is one fault the nemesis injected, from Start until End (Mono; End

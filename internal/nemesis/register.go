@@ -69,6 +69,7 @@ type Register struct {
 	value   string
 	writes  []Write
 	events  []Event
+	seen    map[eventID]bool // numbered events recorded
 	subs    map[*subscriber]struct{}
 	closed  bool
 
@@ -142,11 +143,29 @@ func (r *Register) write(client string, pid int, token uint64, value string, cal
 	return w
 }
 
+// eventID identifies a numbered event.
+type eventID struct {
+	cand string
+	pid  int
+	seq  uint64
+}
+
 // Report records an event of an in-process candidate and passes it to every
-// subscriber.
+// subscriber. A numbered event (Seq > 0) already recorded is dropped: a
+// report retried after its answer was lost.
 func (r *Register) Report(ev Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if ev.Seq > 0 {
+		id := eventID{ev.Candidate, ev.PID, ev.Seq}
+		if r.seen[id] {
+			return
+		}
+		if r.seen == nil {
+			r.seen = map[eventID]bool{}
+		}
+		r.seen[id] = true
+	}
 	r.events = append(r.events, ev)
 	for s := range r.subs {
 		s.push(ev)

@@ -338,3 +338,33 @@ func TestRegisterConcurrent(t *testing.T) {
 		t.Fatalf("%d events, want %d", len(r.Events()), clients*writes)
 	}
 }
+
+// TestRegisterDropsRetriedReports: a numbered event reported twice (a retry
+// after a lost answer) is recorded once; unnumbered events are all kept.
+func TestRegisterDropsRetriedReports(t *testing.T) {
+	r, err := NewRegister(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	c := DialRegister(r.Addr(), "a", 10)
+	defer c.Close()
+	ev := Event{Kind: Elected, Token: 3, At: 5, Deadline: 9, Seq: 1}
+	for range 2 {
+		if err := c.Report(t.Context(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other := ev
+	other.PID = 11 // another process of a: its own numbering
+	r.Report(other)
+	r.Report(Event{Kind: Demoted, Candidate: "a", PID: 11, Token: 3, At: 7})
+	r.Report(Event{Kind: Demoted, Candidate: "a", PID: 11, Token: 3, At: 7})
+	got := r.Events()
+	if len(got) != 4 {
+		t.Fatalf("%d events recorded, want 4: %+v", len(got), got)
+	}
+	if got[0].PID != 10 || got[0].Seq != 1 || got[1].PID != 11 {
+		t.Errorf("events %+v", got)
+	}
+}

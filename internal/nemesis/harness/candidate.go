@@ -68,10 +68,11 @@ func (s localSink) report(_ context.Context, ev nemesis.Event) error { s.r.Repor
 type reporter struct {
 	s    sink
 	mu   sync.Mutex
-	q    []nemesis.Event
+	q    []queued
 	wake chan struct{}
 	stop chan struct{}
 	done chan struct{}
+	seq  uint64 // the last event's Seq; guarded by mu
 }
 
 func newReporter(s sink) *reporter {
@@ -80,24 +81,36 @@ func newReporter(s sink) *reporter {
 	return r
 }
 
-func (r *reporter) add(ev nemesis.Event) {
+// queued is one event waiting to be reported; delivered is closed once the
+// sink took it.
+type queued struct {
+	ev        nemesis.Event
+	delivered chan struct{}
+}
+
+// add queues ev and returns a channel closed once the sink took it.
+func (r *reporter) add(ev nemesis.Event) <-chan struct{} {
 	r.mu.Lock()
-	r.q = append(r.q, ev)
+	r.seq++
+	ev.Seq = r.seq // the register drops a retried report it already has
+	q := queued{ev: ev, delivered: make(chan struct{})}
+	r.q = append(r.q, q)
 	r.mu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
+	return q.delivered
 }
 
 func (r *reporter) loop() {
 	defer close(r.done)
 	for {
 		r.mu.Lock()
-		var ev nemesis.Event
+		var q queued
 		ok := len(r.q) > 0
 		if ok {
-			ev = r.q[0]
+			q = r.q[0]
 		}
 		r.mu.Unlock()
 		if !ok {
@@ -109,7 +122,7 @@ func (r *reporter) loop() {
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := r.s.report(ctx, ev)
+		err := r.s.report(ctx, q.ev)
 		cancel()
 		if err != nil {
 			select {
@@ -122,6 +135,7 @@ func (r *reporter) loop() {
 		r.mu.Lock()
 		r.q = r.q[1:]
 		r.mu.Unlock()
+		close(q.delivered)
 	}
 }
 
@@ -163,13 +177,15 @@ func newCandidate(id string, pid int, work time.Duration, s sink) *candidate {
 }
 
 // afterRenew is the after-renewal hook: each confirmed renewal reports the
-// Term's new deadline.
+// Term's new deadline. The event's instant is when the library recorded
+// the reply (Sent + Latency), not when the hook ran: hooks run later, even
+// after the Term ended.
 func (c *candidate) afterRenew(rn election.Renewal) {
 	if rn.Err != nil {
 		return
 	}
 	c.rep.add(nemesis.Event{Kind: nemesis.Renewed, Candidate: c.id, PID: c.pid, Token: rn.Leader.Token,
-		At: nemesis.Mono(), Deadline: nemesis.MonoOf(rn.Deadline)})
+		At: nemesis.MonoOf(rn.Sent.Add(rn.Latency)), Deadline: nemesis.MonoOf(rn.Deadline)})
 }
 
 func (c *candidate) callbacks() election.Callbacks {
@@ -178,7 +194,7 @@ func (c *candidate) callbacks() election.Callbacks {
 
 func (c *candidate) onElected(ctx context.Context, t *election.Term) {
 	at := nemesis.Mono()
-	c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: t.Token(),
+	delivered := c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: t.Token(),
 		At: at, Deadline: nemesis.MonoOf(t.Deadline())})
 	ch := make(chan int64, 1)
 	c.mu.Lock()
@@ -188,8 +204,22 @@ func (c *candidate) onElected(ctx context.Context, t *election.Term) {
 		<-t.Done()
 		ch <- nemesis.Mono()
 	}()
-	for n := 0; t.Err() == nil; n++ {
+	// No write before the register has the Elected event: a process killed
+	// with the event still queued would leave writes of a Term the history
+	// does not show.
+	select {
+	case <-delivered:
+	case <-t.Done():
+		return
+	}
+	for n := 0; ; n++ {
+		// The call instant is taken before the validity check, so that a
+		// write's Call is never later than the instant its Term was seen
+		// valid, even if the process is paused between the two.
 		call := nemesis.Mono()
+		if t.Err() != nil {
+			return
+		}
 		// The work between the check and the side effect: a pause that
 		// lands here makes the write late.
 		time.Sleep(c.work)

@@ -6,9 +6,10 @@
 // processes — or against backend/inmem's Zab cluster in process. Store
 // candidates are separate OS processes (elect nemesis-candidate), each
 // reaching every store member through a TCP proxy of its own that the
-// harness can cut. While a candidate leads, it loops: check that its Term
-// is valid, take the call instant, work for a few milliseconds, write to
-// the fenced register with its token. Every leadership (elected, each
+// harness can cut. While a candidate leads, it loops: take the call
+// instant, check that its Term is valid, work for a few milliseconds, write
+// to the fenced register with its token (only once the register has its
+// Elected report). Every leadership (elected, each
 // renewal's deadline, demoted) is reported to the register too.
 //
 // Nemeses, picked from the seed and mixed over the run, one at a time with
@@ -98,6 +99,10 @@ type Config struct {
 	// temporary directory, removed at the end.
 	Dir string
 	Log io.Writer // progress, one line per fault; nil discards it
+	// Gap bounds the quiet time before each fault: when positive, each gap
+	// is drawn from [0, Gap), so a fault may follow the previous one's
+	// heal or recovery at once. Zero means the default, [TTL/2, TTL+1s).
+	Gap time.Duration
 	// VisPath is where a failing run writes porcupine's visualization of
 	// the register's history (with the Terms and faults); none when empty.
 	VisPath string
@@ -157,6 +162,9 @@ func (c *Config) normalize() error {
 			return bad("Faults", fmt.Sprintf("%q", f), fmt.Sprintf("is not a fault of %s (%s)", c.Backend, strings.Join(all, ", ")))
 		}
 	}
+	if c.Gap < 0 || c.Gap > time.Minute {
+		return bad("Gap", c.Gap.String(), "must be between 0 and 1m")
+	}
 	if c.Backend != "inmem" && c.Bin == "" {
 		return bad("Bin", `""`, "the elect binary is required to run "+c.Backend+" candidates")
 	}
@@ -171,8 +179,12 @@ type run struct {
 	cfg Config
 	dir string
 	reg *nemesis.Register
-	rng *rand.Rand
-	log io.Writer
+	rng *rand.Rand // the schedule: fault kinds, gaps, durations
+	// pick chooses targets, whose number of draws depends on what the run
+	// found (a reported leader or none, how many waiters): kept apart so
+	// that the schedule is the same for a seed however the run goes.
+	pick *rand.Rand
+	log  io.Writer
 
 	st       store
 	procs    []*proc // live candidates, in start order
@@ -219,7 +231,8 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 		return nil, nemesis.Report{}, err
 	}
 	defer reg.Close()
-	h := &run{cfg: cfg, dir: dir, reg: reg, rng: rand.New(rand.NewSource(cfg.Seed)), log: cfg.Log,
+	h := &run{cfg: cfg, dir: dir, reg: reg, rng: rand.New(rand.NewSource(cfg.Seed)),
+		pick: rand.New(rand.NewSource(^cfg.Seed)), log: cfg.Log,
 		storeCut: map[int]bool{}, killed: map[string]int64{}}
 	hist := &nemesis.History{Backend: cfg.Backend, Seed: cfg.Seed, Fenced: !cfg.Unfenced}
 	h.logf("nemesis: backend %s, seed %d, %v, %d candidates, TTL %v, fenced %v, faults %s",
@@ -387,14 +400,19 @@ func (h *run) between(lo, hi time.Duration) time.Duration {
 }
 
 // mix injects faults for cfg.Duration: each cycle goes through every kind
-// once, in an order the seed shuffles, with a quiet gap before each fault.
+// once, in an order the seed shuffles, with a quiet gap before each fault
+// (see Config.Gap).
 func (h *run) mix(ctx context.Context) error { return h.mixWith(ctx, h.inject) }
 
 func (h *run) mixWith(ctx context.Context, inject func(ctx context.Context, kind string) error) error {
 	end := time.Now().Add(h.cfg.Duration)
 	var order []string
 	for time.Now().Before(end) {
-		if err := sleep(ctx, h.between(h.cfg.TTL/2, h.cfg.TTL+time.Second)); err != nil {
+		gap := h.between(h.cfg.TTL/2, h.cfg.TTL+time.Second)
+		if h.cfg.Gap > 0 {
+			gap = h.between(0, h.cfg.Gap)
+		}
+		if err := sleep(ctx, gap); err != nil {
 			return err
 		}
 		if !time.Now().Before(end) {
@@ -427,7 +445,7 @@ func (h *run) target(preferLeader bool) *proc {
 			}
 		}
 	}
-	return h.procs[h.rng.Intn(len(h.procs))]
+	return h.procs[h.pick.Intn(len(h.procs))]
 }
 
 func (h *run) inject(ctx context.Context, kind string) error {
@@ -538,7 +556,7 @@ func (h *run) cut(ctx context.Context) error {
 func (h *run) storeKill(ctx context.Context) error {
 	i := h.st.leader()
 	if i < 0 {
-		i = h.rng.Intn(len(h.st.addrs()))
+		i = h.pick.Intn(len(h.st.addrs()))
 	}
 	name := h.st.memberName(i)
 	start := nemesis.Mono()
@@ -564,7 +582,7 @@ func (h *run) storeKill(ctx context.Context) error {
 func (h *run) storeCutFault(ctx context.Context) error {
 	i := h.st.leader()
 	if i < 0 {
-		i = h.rng.Intn(len(h.st.addrs()))
+		i = h.pick.Intn(len(h.st.addrs()))
 	}
 	name := h.st.memberName(i)
 	start := nemesis.Mono()
@@ -592,7 +610,7 @@ func (h *run) expire(ctx context.Context) error {
 	}
 	start := nemesis.Mono()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	id, ok, err := h.st.expire(octx, h.rng, leader)
+	id, ok, err := h.st.expire(octx, h.pick, leader)
 	cancel()
 	if ok {
 		if err != nil {
@@ -611,7 +629,7 @@ func (h *run) expire(ctx context.Context) error {
 	if len(ws) == 0 {
 		return errors.New("no waiting candidate")
 	}
-	p := ws[h.rng.Intn(len(ws))]
+	p := ws[h.pick.Intn(len(ws))]
 	p.cut()
 	// Past the session timeout (= TTL) and one server tick.
 	d := h.cfg.TTL + 1500*time.Millisecond
@@ -627,7 +645,7 @@ func (h *run) expire(ctx context.Context) error {
 func (h *run) garbage(ctx context.Context) error {
 	start := nemesis.Mono()
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	remove, err := h.st.garbage(gctx, h.rng)
+	remove, err := h.st.garbage(gctx, h.pick)
 	cancel()
 	if remove == nil {
 		return err

@@ -60,7 +60,7 @@ func (h *run) runInmem(ctx context.Context, hist *nemesis.History) error {
 				return ev.Candidate, e
 			}
 		}
-		i := h.rng.Intn(len(all))
+		i := h.pick.Intn(len(all))
 		return all[i].ID(), all[i]
 	}
 	if _, err := h.awaitLeader(ctx, "", 30*time.Second); err != nil {
