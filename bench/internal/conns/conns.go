@@ -88,11 +88,13 @@ type Dialer struct {
 	servers   []string // zk
 	zk        bool
 
-	mu       sync.Mutex
-	pool     []*Conn
-	next     int
+	mu     sync.Mutex // guards pool, next, closed
+	pool   []*Conn
+	next   int
+	closed bool
+
+	cmu      sync.Mutex // guards counters
 	counters []*instrument.Counter
-	closed   bool
 }
 
 // NewEtcd returns a Dialer of etcd clients to endpoints.
@@ -133,9 +135,9 @@ func (d *Dialer) dial(ttl time.Duration, proxied bool) (*Conn, error) {
 	c := &Conn{}
 	if d.opts.Counted {
 		c.Counter = &instrument.Counter{}
-		d.mu.Lock()
+		d.cmu.Lock()
 		d.counters = append(d.counters, c.Counter)
-		d.mu.Unlock()
+		d.cmu.Unlock()
 	}
 	targets := d.endpoints
 	if d.zk {
@@ -192,8 +194,8 @@ func (d *Dialer) Plain(ttl time.Duration) (*Conn, error) {
 
 // Counts sums the counts of every connection the dialer made.
 func (d *Dialer) Counts() peer.Counts {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.cmu.Lock()
+	defer d.cmu.Unlock()
 	var s peer.Counts
 	for _, c := range d.counters {
 		s = s.Add(c.Counts())

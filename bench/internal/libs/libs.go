@@ -65,15 +65,16 @@ var Expected = []struct {
 	Name  string
 	Store Store
 }{
-	{concurrency.Name, Etcd},
+	{ConcurrencyName, Etcd},
 	{ClientGoName, Etcd},
 	{CuratorName, ZK},
 }
 
 // Names of the peers plugged in by peers.go.
 const (
-	ClientGoName = "client-go leaderelection"
-	CuratorName  = "Curator LeaderLatch"
+	ConcurrencyName = concurrency.Name
+	ClientGoName    = "client-go leaderelection"
+	CuratorName     = "Curator LeaderLatch"
 )
 
 // builtin lists the libraries of this module.

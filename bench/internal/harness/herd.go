@@ -1,0 +1,207 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/electkit/election/bench/internal/conns"
+	"github.com/electkit/election/bench/internal/libs"
+	"github.com/electkit/election/bench/internal/peer"
+)
+
+// herdTTL is the lease TTL / session timeout in the herd and scale
+// scenarios.
+const herdTTL = 10 * time.Second
+
+func (r *run) herd(ctx context.Context) error {
+	for _, t := range []target{etcd1, zk1} {
+		env, err := r.env(t)
+		if err != nil {
+			r.rep.note(fmt.Sprintf("herd on %s: %v", t.title, err))
+			continue
+		}
+		env.Conns = conns.Options{Counted: true}
+		for _, e := range r.libsOf(t.store, libs.Ours, libs.Naive, libs.Peer) {
+			h := &HerdRow{Target: t.key, Store: t.title, Lib: e.Name, Role: string(e.Role), N: r.sz.herdN, Handovers: r.sz.herdHandovers}
+			r.rep.Herd = append(r.rep.Herd, h)
+			r.logf("herd on %s: %s, %d candidates", t.title, e.Name, h.N)
+			if err := r.herdOne(ctx, e, env, h); err != nil {
+				h.Err = err.Error()
+			}
+		}
+	}
+	return nil
+}
+
+// candidates makes n candidates of lib for the election name, a few at a
+// time.
+func makeCandidates(ctx context.Context, lib peer.Library, name string, n int, ttl time.Duration) ([]peer.Candidate, error) {
+	cs := make([]peer.Candidate, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := range cs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cs[i], errs[i] = lib.NewCandidate(ctx, name, fmt.Sprintf("c%05d", i), ttl)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		closeAll(cs)
+		return nil, err
+	}
+	return cs, nil
+}
+
+func closeAll(cs []peer.Candidate) {
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		if c == nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_ = c.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// campaignAll starts every candidate's Campaign; the index of each that
+// wins arrives on the returned channel.
+func campaignAll(ctx context.Context, cs []peer.Candidate) (<-chan int, *sync.WaitGroup) {
+	won := make(chan int, len(cs))
+	var wg sync.WaitGroup
+	for i, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Campaign(ctx); err == nil {
+				won <- i
+			}
+		}()
+	}
+	return won, &wg
+}
+
+func counts(cs []peer.Candidate) ([]peer.Counts, bool) {
+	out := make([]peer.Counts, len(cs))
+	for i, c := range cs {
+		cc, ok := c.(peer.Counter)
+		if !ok {
+			return nil, false
+		}
+		out[i] = cc.Counts()
+	}
+	return out, true
+}
+
+// quiet waits until the candidates' requests and events have not changed
+// for 500 ms (renewals do not count), or max passes.
+func quiet(cs []peer.Candidate, max time.Duration) {
+	sum := func() int64 {
+		var s int64
+		c, _ := counts(cs)
+		for _, x := range c {
+			s += x.Requests + x.Events
+		}
+		return s
+	}
+	last, still := sum(), 0
+	deadline := time.Now().Add(max)
+	for still < 5 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		if s := sum(); s == last {
+			still++
+		} else {
+			last, still = s, 0
+		}
+	}
+}
+
+func (r *run) herdOne(ctx context.Context, e libs.Entry, env libs.Env, h *HerdRow) error {
+	lib, err := e.New(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer lib.Close()
+	name := fmt.Sprintf("/bench/herd/%s/%s", h.Target, slug(e.Name))
+	cs, err := makeCandidates(ctx, lib, name, h.N, herdTTL)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	won, wg := campaignAll(cctx, cs)
+	defer func() {
+		cancel()
+		closeAll(cs)
+		wg.Wait()
+	}()
+	next := func() (int, error) {
+		select {
+		case i := <-won:
+			return i, nil
+		case <-time.After(time.Minute):
+			return 0, errors.New("no leader within a minute")
+		}
+	}
+	leader, err := next()
+	if err != nil {
+		return err
+	}
+	if _, ok := counts(cs); !ok {
+		return nil // h.Counted stays false
+	}
+	h.Counted = true
+	if census, ok := lib.(peer.Census); ok {
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			if n, err := census.Registered(ctx, name); err == nil && n >= h.N {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	quiet(cs, 30*time.Second)
+	for range h.Handovers {
+		before, _ := counts(cs)
+		if _, err := cs[leader].Release(ctx); err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		nl, err := next()
+		if err != nil {
+			return err
+		}
+		quiet(cs, 30*time.Second)
+		after, _ := counts(cs)
+		woken := 0
+		var ev, req int64
+		for i := range cs {
+			if i == leader {
+				continue
+			}
+			d := after[i].Sub(before[i])
+			if d.Requests+d.Events > 0 {
+				woken++
+			}
+			ev += d.Events
+			req += d.Requests
+		}
+		h.Woken = append(h.Woken, woken)
+		h.Events = append(h.Events, ev)
+		h.Requests = append(h.Requests, req)
+		leader = nl
+	}
+	return nil
+}
