@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 
 	"github.com/electkit/election/bench/internal/harness"
@@ -45,6 +46,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "bench-results", "directory for report.md, samples.json, distributions.svg")
 	libsFlag := fs.String("libs", "", "comma-separated substrings: measure only the libraries whose names contain one (the floors always run)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	scaleNs := fs.String("scale", "", "comma-separated candidate counts for the scale scenario (default: the mode's)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -57,6 +59,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := harness.Config{Short: *short, Samples: *samples, Libs: *libsFlag, Command: "bench " + strings.Join(args, " ")}
+	for _, f := range strings.Split(*scaleNs, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "bench: -scale %q: %q is not a positive count\n", *scaleNs, f)
+			return 2
+		}
+		cfg.ScaleNs = append(cfg.ScaleNs, n)
+	}
 	if *scen != "" {
 		for _, s := range strings.Split(*scen, ",") {
 			if s = strings.TrimSpace(s); s != "" {

@@ -40,6 +40,8 @@ type Config struct {
 	Log io.Writer
 	// Command is the command line, for the report.
 	Command string
+	// ScaleNs, if set, replaces the scale scenario's sizes.
+	ScaleNs []int
 	// Entries overrides the registry (nil: libs.All()), for tests.
 	Entries []libs.Entry
 }
@@ -54,6 +56,7 @@ type sizes struct {
 	herdHandovers  int
 	scaleNs        []int
 	steadyWindow   time.Duration
+	scalePatience  time.Duration // per library and size: report what registered by then
 	inmemSamples   int
 	ringN          int
 	bullyN         int
@@ -64,7 +67,7 @@ func (c Config) sizes() sizes {
 		churn: 100, settled: 40, budget: 60 * time.Second,
 		crash: 8, crashTTLs: []time.Duration{2 * time.Second, 10 * time.Second},
 		herdN: 500, herdHandovers: 3,
-		scaleNs: []int{1000, 10000}, steadyWindow: 10 * time.Second,
+		scaleNs: []int{1000, 10000}, steadyWindow: 5 * time.Second, scalePatience: 45 * time.Second,
 		inmemSamples: 200, ringN: 1_000_000, bullyN: 512,
 	}
 	if c.Short {
@@ -72,9 +75,12 @@ func (c Config) sizes() sizes {
 			churn: 3, settled: 2, budget: 5 * time.Second,
 			crash: 1, crashTTLs: []time.Duration{2 * time.Second},
 			herdN: 12, herdHandovers: 1,
-			scaleNs: []int{20}, steadyWindow: 500 * time.Millisecond,
+			scaleNs: []int{20}, steadyWindow: 500 * time.Millisecond, scalePatience: 30 * time.Second,
 			inmemSamples: 5, ringN: 1000, bullyN: 50,
 		}
+	}
+	if len(c.ScaleNs) > 0 {
+		s.scaleNs = c.ScaleNs
 	}
 	if c.Samples > 0 {
 		s.churn, s.settled = c.Samples, c.Samples
@@ -222,6 +228,22 @@ func (r *run) env(t target) (libs.Env, error) {
 		r.zk[t.members] = z
 	}
 	return libs.Env{Servers: z.Servers}, nil
+}
+
+// serverRSS returns the resident memory of the etcd child serving target
+// key (0 when not etcd or unknown).
+func (r *run) serverRSS(key string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range []target{etcd1, etcd3} {
+		if t.key == key {
+			if e, ok := r.etcd[t.members]; ok {
+				rss, _ := e.RSS()
+				return rss
+			}
+		}
+	}
+	return 0
 }
 
 func (r *run) closeServers() {

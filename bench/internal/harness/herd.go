@@ -78,21 +78,66 @@ func closeAll(cs []peer.Candidate) {
 	wg.Wait()
 }
 
-// campaignAll starts every candidate's Campaign; the index of each that
-// wins arrives on the returned channel.
-func campaignAll(ctx context.Context, cs []peer.Candidate) (<-chan int, *sync.WaitGroup) {
-	won := make(chan int, len(cs))
-	var wg sync.WaitGroup
-	for i, c := range cs {
-		wg.Add(1)
+// campaigns is every candidate's Campaign call, running.
+type campaigns struct {
+	won chan int // the index of each candidate that wins
+	wg  sync.WaitGroup
+
+	mu    sync.Mutex
+	fails int
+	first error
+}
+
+// failed returns how many Campaign calls failed (other than by the
+// context's end) and the first error.
+func (c *campaigns) failed() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fails, c.first
+}
+
+// campaignAll starts every candidate's Campaign.
+func campaignAll(ctx context.Context, cs []peer.Candidate) *campaigns {
+	c := newCampaigns(len(cs))
+	for i, cand := range cs {
+		c.start(ctx, i, cand)
+	}
+	return c
+}
+
+func newCampaigns(n int) *campaigns { return &campaigns{won: make(chan int, n)} }
+
+// start starts candidate i's Campaign. A Campaign that fails (other than
+// by ctx's end) is counted and called again after 100 ms, as an
+// application's retry loop would.
+func (c *campaigns) start(ctx context.Context, i int, cand peer.Candidate) {
+	{
+		c.wg.Add(1)
 		go func() {
-			defer wg.Done()
-			if _, err := c.Campaign(ctx); err == nil {
-				won <- i
+			defer c.wg.Done()
+			for {
+				_, err := cand.Campaign(ctx)
+				if err == nil {
+					c.won <- i
+					return
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				c.mu.Lock()
+				c.fails++
+				if c.first == nil {
+					c.first = err
+				}
+				c.mu.Unlock()
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-ctx.Done():
+					return
+				}
 			}
 		}()
 	}
-	return won, &wg
 }
 
 func counts(cs []peer.Candidate) ([]peer.Counts, bool) {
@@ -142,15 +187,15 @@ func (r *run) herdOne(ctx context.Context, e libs.Entry, env libs.Env, h *HerdRo
 		return err
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	won, wg := campaignAll(cctx, cs)
+	camp := campaignAll(cctx, cs)
 	defer func() {
 		cancel()
 		closeAll(cs)
-		wg.Wait()
+		camp.wg.Wait()
 	}()
 	next := func() (int, error) {
 		select {
-		case i := <-won:
+		case i := <-camp.won:
 			return i, nil
 		case <-time.After(time.Minute):
 			return 0, errors.New("no leader within a minute")
@@ -202,6 +247,9 @@ func (r *run) herdOne(ctx context.Context, e libs.Entry, env libs.Env, h *HerdRo
 		h.Events = append(h.Events, ev)
 		h.Requests = append(h.Requests, req)
 		leader = nl
+	}
+	if n, err := camp.failed(); n > 0 {
+		h.Note = fmt.Sprintf("%d Campaign calls failed and were called again; the first: %v", n, err)
 	}
 	return nil
 }

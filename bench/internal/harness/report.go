@@ -73,6 +73,7 @@ type HerdRow struct {
 	Events    []int64 `json:"events"`   // watch events delivered, per handover
 	Requests  []int64 `json:"requests"` // requests issued, per handover
 	Err       string  `json:"error,omitempty"`
+	Note      string  `json:"note,omitempty"`
 }
 
 // ScaleRow is one library's figures at one size.
@@ -256,6 +257,9 @@ func (r *Report) Markdown() string {
 			if h.Err != "" {
 				lib += " (error: " + h.Err + ")"
 			}
+			if h.Note != "" {
+				lib += " (" + h.Note + ")"
+			}
 			if !h.Counted {
 				w("| %s | %s | %d | %d | not counted | not counted | not counted |\n", h.Store, lib, h.N, h.Handovers)
 				continue
@@ -265,7 +269,7 @@ func (r *Report) Markdown() string {
 		w("\n")
 	}
 	if len(r.Scale) > 0 {
-		w("## Scale\n\nN candidates of one election over a pool of clients (the same pool for every library), TTL 10 s. One leads / all registered: from the first candidate's creation (ms). Steady state: every request, event and renewal on the pool's clients per second, per candidate, over a quiet window after registration. Goroutines and heap: growth of this process per idle candidate after a GC (the servers run in other processes; the harness's own goroutine per waiting Campaign call is included for every library).\n\n")
+		w("## Scale\n\nN candidates of one election over a pool of clients (500 candidates per client, the same for every library), lease TTL 30 s on etcd, session timeout 10 s on ZooKeeper (its maximum at tickTime 500 ms). The Campaign calls start as a fleet rolls out: at most 50 started and not yet registered. One leads / all registered: from the first candidate's creation (ms); a size that has not registered within the time limit is reported with what it reached. Steady state: every request, event and renewal on the pool's clients per second, per candidate, over a quiet window after registration. Goroutines and heap: growth of this process per idle candidate after a GC (the servers run in other processes; the harness's own goroutine per waiting Campaign call is included for every library).\n\n")
 		w("| store | N | library | clients | one leads (ms) | all registered (ms) | steady req/s per candidate | goroutines / candidate | heap bytes / candidate |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range r.Scale {
 			lib := s.Lib

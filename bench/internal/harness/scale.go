@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/electkit/election/bench/internal/conns"
@@ -12,8 +13,27 @@ import (
 	"github.com/electkit/election/bench/internal/peer"
 )
 
+// maxServerRSS stops a scale case whose etcd member has grown past it: the
+// machine is shared, and a member that large is the finding.
+const maxServerRSS = 4 << 30
+
 // perClient is how many candidates share one client in the scale scenario.
 const perClient = 500
+
+// scaleWindow bounds how many started candidates may be not yet
+// registered.
+const scaleWindow = 50
+
+// scaleTTL is the lease TTL / session timeout in the scale scenario: long,
+// so that a store busy registering thousands does not expire the early
+// ones (and the steady state is the idle rate of a long-lived fleet).
+// ZooKeeper's is its servers' maximum at a 500 ms tick, 10 s.
+func scaleTTL(store libs.Store) time.Duration {
+	if store == libs.ZK {
+		return 10 * time.Second
+	}
+	return 30 * time.Second
+}
 
 func (r *run) scale(ctx context.Context) error {
 	for _, t := range []target{etcd1, zk1} {
@@ -68,42 +88,93 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 	}
 	h0, g0 := heapNow()
 	start := time.Now()
-	cs, err := makeCandidates(ctx, lib, name, s.N, herdTTL)
+	cs, err := makeCandidates(ctx, lib, name, s.N, scaleTTL(e.Store))
 	if err != nil {
 		return err
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	won, wg := campaignAll(cctx, cs)
+	camp := newCampaigns(len(cs))
 	defer func() {
 		cancel()
+		r.logf("  closing the candidates")
 		closeAll(cs)
-		wg.Wait()
+		camp.wg.Wait()
 	}()
-	patience := 2*time.Minute + time.Duration(s.N)*10*time.Millisecond
+	patience := r.sz.scalePatience
 	deadline := time.Now().Add(patience)
 	led, registered := false, !hasCensus
+	r.logf("  %d candidates made in %v", s.N, time.Since(start).Round(time.Millisecond))
+	// Start the Campaign calls with at most scaleWindow of them not yet
+	// registered, as a fleet rolls out, rather than all in the same
+	// millisecond (which makes a single etcd member refuse requests).
+	lastLog, have := time.Now(), 0
+	count := func() (int, error) {
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return census.Registered(c, name)
+	}
+	tooBig := func() bool {
+		rss := r.serverRSS(s.Target)
+		if rss > maxServerRSS {
+			n, _ := count()
+			s.Note = fmt.Sprintf("stopped: the etcd member grew to %.1f GiB with %d of %d registered after %v", float64(rss)/(1<<30), n, s.N, time.Since(start).Round(time.Second))
+			return true
+		}
+		return false
+	}
+	for i, c := range cs {
+		for hasCensus && i-have >= scaleWindow && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			if n, err := count(); err == nil {
+				have = n
+			}
+			if time.Since(lastLog) > 5*time.Second {
+				r.logf("  %d started, %d registered", i, have)
+				lastLog = time.Now()
+			}
+			if tooBig() {
+				return nil
+			}
+		}
+		camp.start(cctx, i, c)
+	}
 	for !(led && registered) {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not all registered within %v (led: %v)", patience, led)
+			n := -1
+			if hasCensus {
+				n, _ = census.Registered(ctx, name)
+			}
+			s.Note = fmt.Sprintf("only %d of %d registered within %v", n, s.N, patience)
+			break
 		}
 		if !led {
 			select {
-			case <-won:
+			case <-camp.won:
 				led = true
 				s.LeadMS = float64(time.Since(start).Microseconds()) / 1000
 			default:
 			}
 		}
+		if tooBig() {
+			return nil
+		}
 		if !registered {
-			if n, err := census.Registered(ctx, name); err == nil && n >= s.N {
+			n, err := count()
+			if err == nil && n >= s.N {
 				registered = true
 				s.RegisteredMS = float64(time.Since(start).Microseconds()) / 1000
 			}
+			if time.Since(lastLog) > 5*time.Second {
+				f, ferr := camp.failed()
+				r.logf("  %d of %d registered (led: %v; %d campaigns failed, the first: %v)", n, s.N, led, f, ferr)
+				lastLog = time.Now()
+			}
 		}
 		if !(led && registered) {
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	r.logf("  one led after %s ms, all registered after %s ms", ms(s.LeadMS), ms(s.RegisteredMS))
 	time.Sleep(time.Second) // let the registration's stragglers settle
 	h1, g1 := heapNow()
 	s.HeapBytes = (float64(h1) - float64(h0)) / float64(s.N)
@@ -121,6 +192,9 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 	}
 	if ctx.Err() != nil {
 		return errors.New("interrupted")
+	}
+	if n, err := camp.failed(); n > 0 {
+		s.Note = strings.TrimPrefix(s.Note+fmt.Sprintf("; %d Campaign calls failed and were called again, the first: %v", n, err), "; ")
 	}
 	return nil
 }

@@ -176,3 +176,21 @@ func (z *ZK) Close() error {
 	z.stop()
 	return os.RemoveAll(z.dir)
 }
+
+// RSS returns the resident memory of the etcd child process, in bytes.
+func (e *Etcd) RSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:")), "%d kB", &kb); err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("servers: no VmRSS")
+}
