@@ -64,10 +64,10 @@ type sizes struct {
 
 func (c Config) sizes() sizes {
 	s := sizes{
-		churn: 100, settled: 40, budget: 60 * time.Second,
-		crash: 8, crashTTLs: []time.Duration{2 * time.Second, 10 * time.Second},
-		herdN: 500, herdHandovers: 3,
-		scaleNs: []int{1000, 10000}, steadyWindow: 5 * time.Second, scalePatience: 45 * time.Second,
+		churn: 100, settled: 30, budget: 20 * time.Second,
+		crash: 20, crashTTLs: []time.Duration{2 * time.Second, 10 * time.Second},
+		herdN: 500, herdHandovers: 5,
+		scaleNs: []int{1000, 10000}, scalePatience: 45 * time.Second,
 		inmemSamples: 200, ringN: 1_000_000, bullyN: 512,
 	}
 	if c.Short {
@@ -114,7 +114,7 @@ type run struct {
 	mu      sync.Mutex
 	etcd    map[int]*servers.Etcd
 	zk      map[int]*servers.ZK
-	zkErr   error
+	private *servers.Etcd // the scale scenario's etcd of the moment
 	started time.Time
 }
 
@@ -230,20 +230,40 @@ func (r *run) env(t target) (libs.Env, error) {
 	return libs.Env{Servers: z.Servers}, nil
 }
 
-// serverRSS returns the resident memory of the etcd child serving target
-// key (0 when not etcd or unknown).
-func (r *run) serverRSS(key string) int64 {
+// privateServer starts servers of t for one case; stop closes them.
+func (r *run) privateServer(t target) (libs.Env, func(), error) {
+	if t.store == libs.Etcd {
+		e, err := servers.StartEtcd(t.members)
+		if err != nil {
+			return libs.Env{}, nil, err
+		}
+		r.mu.Lock()
+		r.private = e
+		r.mu.Unlock()
+		return libs.Env{Endpoints: e.Endpoints}, func() {
+			r.mu.Lock()
+			r.private = nil
+			r.mu.Unlock()
+			_ = e.Close()
+		}, nil
+	}
+	z, err := servers.StartZK(t.members)
+	if err != nil {
+		return libs.Env{}, nil, err
+	}
+	return libs.Env{Servers: z.Servers}, func() { _ = z.Close() }, nil
+}
+
+// serverRSS returns the resident memory of the private etcd child (0 when
+// there is none).
+func (r *run) serverRSS() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, t := range []target{etcd1, etcd3} {
-		if t.key == key {
-			if e, ok := r.etcd[t.members]; ok {
-				rss, _ := e.RSS()
-				return rss
-			}
-		}
+	if r.private == nil {
+		return 0
 	}
-	return 0
+	rss, _ := r.private.RSS()
+	return rss
 }
 
 func (r *run) closeServers() {

@@ -269,7 +269,7 @@ func (r *Report) Markdown() string {
 		w("\n")
 	}
 	if len(r.Scale) > 0 {
-		w("## Scale\n\nN candidates of one election over a pool of clients (500 candidates per client, the same for every library), lease TTL 30 s on etcd, session timeout 10 s on ZooKeeper (its maximum at tickTime 500 ms). The Campaign calls start as a fleet rolls out: at most 50 started and not yet registered. One leads / all registered: from the first candidate's creation (ms); a size that has not registered within the time limit is reported with what it reached. Steady state: every request, event and renewal on the pool's clients per second, per candidate, over a quiet window after registration. Goroutines and heap: growth of this process per idle candidate after a GC (the servers run in other processes; the harness's own goroutine per waiting Campaign call is included for every library).\n\n")
+		w("## Scale\n\nN candidates of one election over a pool of clients (500 candidates per client, the same for every library), lease TTL 30 s on etcd, session timeout 10 s on ZooKeeper (its maximum at tickTime 500 ms). The Campaign calls start as a fleet rolls out: at most 50 started and not yet registered. One leads / all registered: from the first candidate's creation (ms); a size that has not registered within the time limit is reported with what it reached. Steady state: every request, event and renewal on the pool's clients per second, per candidate, over one TTL after registration (renewals of candidates registered together come in bursts). Every case runs on a fresh server. Goroutines and heap: growth of this process per idle candidate after a GC (the servers run in other processes; the harness's own goroutine per waiting Campaign call is included for every library).\n\n")
 		w("| store | N | library | clients | one leads (ms) | all registered (ms) | steady req/s per candidate | goroutines / candidate | heap bytes / candidate |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range r.Scale {
 			lib := s.Lib
@@ -281,7 +281,7 @@ func (r *Report) Markdown() string {
 			}
 			rate := "not counted"
 			if s.Counted {
-				rate = fmt.Sprintf("%.3f", s.ReqPerSecCand)
+				rate = fmt.Sprintf("%.4f", s.ReqPerSecCand)
 			}
 			w("| %s | %d | %s | %d | %s | %s | %s | %.2f | %.0f |\n", s.Store, s.N, lib, s.Clients, ms(s.LeadMS), ms(s.RegisteredMS), rate, s.Goroutines, s.HeapBytes)
 		}

@@ -11,11 +11,12 @@ import (
 	"github.com/electkit/election/bench/internal/conns"
 	"github.com/electkit/election/bench/internal/libs"
 	"github.com/electkit/election/bench/internal/peer"
+	"github.com/electkit/election/bench/internal/servers"
 )
 
 // maxServerRSS stops a scale case whose etcd member has grown past it: the
 // machine is shared, and a member that large is the finding.
-const maxServerRSS = 4 << 30
+const maxServerRSS = 6 << 30
 
 // perClient is how many candidates share one client in the scale scenario.
 const perClient = 500
@@ -37,21 +38,31 @@ func scaleTTL(store libs.Store) time.Duration {
 
 func (r *run) scale(ctx context.Context) error {
 	for _, t := range []target{etcd1, zk1} {
-		env, err := r.env(t)
-		if err != nil {
-			r.rep.note(fmt.Sprintf("scale on %s: %v", t.title, err))
-			continue
+		if t.store == libs.ZK {
+			if err := servers.ZKAvailable(); err != nil {
+				r.rep.note(fmt.Sprintf("scale on %s: %v", t.title, err))
+				continue
+			}
 		}
 		for _, n := range r.sz.scaleNs {
 			for _, e := range r.libsOf(t.store, libs.Ours, libs.Peer) {
 				pool := (n + perClient - 1) / perClient
-				env.Conns = conns.Options{Counted: true, Pool: pool}
 				s := &ScaleRow{Target: t.key, Store: t.title, Lib: e.Name, Role: string(e.Role), N: n, Clients: pool, RegisteredMS: -1, LeadMS: -1}
 				r.rep.Scale = append(r.rep.Scale, s)
-				r.logf("scale on %s: %s, %d candidates over %d clients", t.title, e.Name, n, pool)
+				r.logf("scale on %s (a fresh server): %s, %d candidates over %d clients", t.title, e.Name, n, pool)
+				// Every case gets a fresh server: what one library left
+				// behind (memory, a compaction backlog) must not weigh on
+				// the next.
+				env, stop, err := r.privateServer(t)
+				if err != nil {
+					s.Err = err.Error()
+					continue
+				}
+				env.Conns = conns.Options{Counted: true, Pool: pool}
 				if err := r.scaleOne(ctx, e, env, s); err != nil {
 					s.Err = err.Error()
 				}
+				stop()
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
@@ -109,15 +120,20 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 	// millisecond (which makes a single etcd member refuse requests).
 	lastLog, have := time.Now(), 0
 	count := func() (int, error) {
+		if !hasCensus {
+			return -1, errors.New("no census")
+		}
 		c, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		return census.Registered(c, name)
 	}
 	tooBig := func() bool {
-		rss := r.serverRSS(s.Target)
+		rss := r.serverRSS()
 		if rss > maxServerRSS {
-			n, _ := count()
-			s.Note = fmt.Sprintf("stopped: the etcd member grew to %.1f GiB with %d of %d registered after %v", float64(rss)/(1<<30), n, s.N, time.Since(start).Round(time.Second))
+			if n, err := count(); err == nil {
+				have = n
+			}
+			s.Note = fmt.Sprintf("stopped: the etcd member grew to %.1f GiB with %d of %d registered after %v", float64(rss)/(1<<30), have, s.N, time.Since(start).Round(time.Second))
 			return true
 		}
 		return false
@@ -140,11 +156,10 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 	}
 	for !(led && registered) {
 		if time.Now().After(deadline) {
-			n := -1
-			if hasCensus {
-				n, _ = census.Registered(ctx, name)
+			if n, err := count(); err == nil {
+				have = n
 			}
-			s.Note = fmt.Sprintf("only %d of %d registered within %v", n, s.N, patience)
+			s.Note = fmt.Sprintf("only %d of %d registered within %v", have, s.N, patience)
 			break
 		}
 		if !led {
@@ -160,6 +175,9 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 		}
 		if !registered {
 			n, err := count()
+			if err == nil {
+				have = n
+			}
 			if err == nil && n >= s.N {
 				registered = true
 				s.RegisteredMS = float64(time.Since(start).Microseconds()) / 1000
@@ -179,11 +197,15 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 	h1, g1 := heapNow()
 	s.HeapBytes = (float64(h1) - float64(h0)) / float64(s.N)
 	s.Goroutines = float64(g1-g0) / float64(s.N)
-	if c, ok := lib.(peer.Counter); ok {
+	if c, ok := lib.(peer.Counter); ok && led && registered {
 		s.Counted = true
+		window := r.sz.steadyWindow
+		if window == 0 { // one renewal period at least: the renewals come in bursts
+			window = scaleTTL(e.Store)
+		}
 		c0, t0 := c.Counts(), time.Now()
 		select {
-		case <-time.After(r.sz.steadyWindow):
+		case <-time.After(window):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
