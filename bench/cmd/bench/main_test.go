@@ -78,7 +78,7 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, s := range rep.Scale {
-		if s.Err != "" || s.LeadMS <= 0 {
+		if s.Err != "" || s.LeadMS <= 0 || s.RegisteredMS <= 0 || !s.Measured {
 			t.Errorf("scale %s %s N=%d: %+v", s.Target, s.Lib, s.N, s)
 		}
 	}

@@ -90,6 +90,7 @@ type ScaleRow struct {
 	Counted       bool    `json:"counted"`
 	Goroutines    float64 `json:"goroutines_per_candidate"`
 	HeapBytes     float64 `json:"heap_bytes_per_candidate"`
+	Measured      bool    `json:"memory_measured"` // goroutines and heap were measured
 	Err           string  `json:"error,omitempty"`
 	Note          string  `json:"note,omitempty"`
 }
@@ -169,7 +170,10 @@ func ratio(a, b float64) string {
 		return "—"
 	}
 	x := a / b
-	if x >= 10 || x < 0.095 {
+	if x >= 10 {
+		return fmt.Sprintf("%.1f×", x)
+	}
+	if x < 0.095 {
 		return fmt.Sprintf("%.3g×", x)
 	}
 	return fmt.Sprintf("%.2f×", x)
@@ -283,7 +287,11 @@ func (r *Report) Markdown() string {
 			if s.Counted {
 				rate = fmt.Sprintf("%.4f", s.ReqPerSecCand)
 			}
-			w("| %s | %d | %s | %d | %s | %s | %s | %.2f | %.0f |\n", s.Store, s.N, lib, s.Clients, ms(s.LeadMS), ms(s.RegisteredMS), rate, s.Goroutines, s.HeapBytes)
+			g, h := fmt.Sprintf("%.2f", s.Goroutines), fmt.Sprintf("%.0f", s.HeapBytes)
+			if !s.Measured {
+				g, h = "—", "—"
+			}
+			w("| %s | %d | %s | %d | %s | %s | %s | %s | %s |\n", s.Store, s.N, lib, s.Clients, ms(s.LeadMS), ms(s.RegisteredMS), rate, g, h)
 		}
 		w("\n")
 	}

@@ -184,7 +184,7 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 			}
 			if time.Since(lastLog) > 5*time.Second {
 				f, ferr := camp.failed()
-				r.logf("  %d of %d registered (led: %v; %d campaigns failed, the first: %v)", n, s.N, led, f, ferr)
+				r.logf("  %d of %d registered (led: %v; %d campaigns failed, the first: %v)", have, s.N, led, f, ferr)
 				lastLog = time.Now()
 			}
 		}
@@ -197,6 +197,7 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 	h1, g1 := heapNow()
 	s.HeapBytes = (float64(h1) - float64(h0)) / float64(s.N)
 	s.Goroutines = float64(g1-g0) / float64(s.N)
+	s.Measured = led && registered
 	if c, ok := lib.(peer.Counter); ok && led && registered {
 		s.Counted = true
 		window := r.sz.steadyWindow
