@@ -8,20 +8,32 @@ GO ?= go
 ZOOKEEPER_JAR ?= /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps fmt-check vet unit bench bench-check gobench
+.PHONY: test deps fmt-check vet unit bench bench-check gobench nemesis
 
 test: deps fmt-check vet unit bench-check
 
-# ZooKeeper: the Java server of Debian's zookeeper package (Java is on the
-# machine). etcd needs nothing: the tests embed it.
+# ZooKeeper: the Java server of Debian's zookeeper package. Curator: its
+# recipes (LeaderLatch) and their jars, for the bench module's Curator peer,
+# which compiles its JVM host with javac. etcd needs nothing: the tests embed
+# it. Installs only what is missing; fails if anything is still missing after.
 deps:
-	@if [ ! -f $(ZOOKEEPER_JAR) ]; then \
-		echo "installing Debian's zookeeper package"; \
+	@pkgs=""; \
+	[ -f $(ZOOKEEPER_JAR) ] || pkgs="$$pkgs zookeeper"; \
+	[ -f /usr/share/java/curator-recipes.jar ] || pkgs="$$pkgs libcurator-recipes-java"; \
+	command -v javac >/dev/null || pkgs="$$pkgs default-jdk-headless"; \
+	if [ -n "$$pkgs" ]; then \
+		echo "installing Debian packages:$$pkgs"; \
 		$(SUDO) apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends zookeeper >/dev/null || \
-		{ echo "make: cannot install the zookeeper package; the ZooKeeper tests need it"; exit 1; }; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null || \
+		{ echo "make: cannot install$$pkgs; the ZooKeeper and Curator tests need them"; exit 1; }; \
 	fi
 	@command -v java >/dev/null || { echo "make: java is missing; the ZooKeeper tests need it"; exit 1; }
+	@command -v javac >/dev/null || { echo "make: javac is missing (apt-get install default-jdk-headless); the Curator peer compiles its JVM host with it"; exit 1; }
+	@for j in $(ZOOKEEPER_JAR) /usr/share/java/zookeeper-jute.jar /usr/share/java/curator-recipes.jar \
+		/usr/share/java/curator-framework.jar /usr/share/java/curator-client.jar /usr/share/java/guava.jar \
+		/usr/share/java/slf4j-api.jar; do \
+		[ -f $$j ] || { echo "make: $$j is missing (apt-get install zookeeper libcurator-recipes-java); the ZooKeeper and Curator tests need it"; exit 1; }; \
+	done
 
 fmt-check:
 	@out=$$(gofmt -l .); \
@@ -43,3 +55,18 @@ bench: deps
 
 gobench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# make nemesis: a long seeded fault mix per backend (see README, "Safety
+# under faults"). Each run prints its summary; a failing one exits 1 and
+# leaves its history in $(NEMESIS_OUT)/<backend>.
+NEMESIS_DURATION ?= 30m
+NEMESIS_BACKENDS ?= etcd,zk,inmem
+NEMESIS_SEED ?= 42
+NEMESIS_OUT ?= nemesis-out
+
+nemesis: deps
+	@fail=0; for b in $$(echo $(NEMESIS_BACKENDS) | tr , ' '); do \
+		echo "== nemesis: $$b, seed $(NEMESIS_SEED), $(NEMESIS_DURATION)"; \
+		$(GO) run ./cmd/elect nemesis --backend $$b --seed $(NEMESIS_SEED) \
+			--duration $(NEMESIS_DURATION) --out $(NEMESIS_OUT)/$$b || fail=1; \
+	done; exit $$fail

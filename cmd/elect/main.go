@@ -13,6 +13,8 @@
 //	leader   print the current leader once (exit 3 when there is none)
 //	sim      a classic algorithm (ring, bully) in the seeded simulator, with
 //	         its message counts next to the textbook formulas
+//	nemesis  an election under injected faults (kills, pauses, cuts, store
+//	         failures, expired sessions, garbage), its history checked
 //
 // "elect --help" lists the commands, "elect <command> --help" shows a
 // command's flags and an example, "elect --version" prints the version.
@@ -38,6 +40,9 @@ import (
 func main() {
 	if isGuard(os.Args) {
 		os.Exit(guardMain(os.Args))
+	}
+	if len(os.Args) > 1 && os.Args[1] == candidateCommand {
+		os.Exit(runCandidate(os.Args[2:], os.Stderr))
 	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
@@ -65,7 +70,7 @@ type command struct {
 
 // commands lists elect's commands, in the order the help shows them.
 func commands() []*command {
-	return []*command{demoCommand(), runCommandDef(), observeCommand(), leaderCommand(), simCommand()}
+	return []*command{demoCommand(), runCommandDef(), observeCommand(), leaderCommand(), simCommand(), nemesisCommand()}
 }
 
 func lookup(name string) *command {

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/electkit/election/internal/nemesis"
+	"github.com/electkit/election/internal/nemesis/harness"
+)
+
+// candidateCommand is the hidden command the nemesis harness runs as each
+// store candidate's process: not in the command list, not for users.
+const candidateCommand = "nemesis-candidate"
+
+func nemesisCommand() *command {
+	return &command{
+		name:     "nemesis",
+		summary:  "run an election under injected faults and check its safety (Jepsen style)",
+		synopsis: "--backend etcd|zk|inmem [--seed N] [--duration D] [flags]",
+		about: `Runs candidates against a real store — a 3-member etcd cluster in this
+process, a 3-server ZooKeeper ensemble (Debian's zookeeper package), or
+backend/inmem's Zab in process — while a nemesis picked from --seed kills,
+pauses (SIGSTOP past the TTL) and cuts off the leader, kills or cuts off
+the store's own leader, expires a waiter's session and writes garbage under
+the election prefix. Each leader writes to a fenced register with its token
+while its Term is valid. At the end the history is checked: the register's
+linearizability, no two valid Terms at one instant (P3), strictly
+increasing tokens (P2), paired callbacks (P5), failover within the bound
+after the faults stop (P6).
+
+Prints a summary (faults by kind, leaderships, writes accepted/refused,
+verdicts, worst failover). Exit 1 when a checker fails; then --out gets
+history.json and the linearizability visualization. --no-fence turns the
+register's fencing off: with --faults pause the run must fail (the
+negative control).
+
+Faults: etcd, zk: kill, pause, cut, store-kill, store-cut, expire, garbage;
+inmem: crash, partition.`,
+		example: `elect nemesis --backend etcd --seed 42 --duration 3m
+elect nemesis --backend zk --seed 7 --faults kill,pause --out /tmp/nemesis
+elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30s`,
+		setup: func(f *flagSet) func(context.Context, io.Writer) error {
+			var (
+				backend, faults, out string
+				seed                 int
+				duration, ttl, work  time.Duration
+				candidates           int
+				noFence, verbose     bool
+			)
+			f.String(&backend, "backend", "NAME", "etcd", "etcd, zk or inmem")
+			f.Int(&seed, "seed", "N", 1, "seed of the faults, their targets and timing")
+			f.Duration(&duration, "duration", "D", time.Minute, "how long faults are injected (a quiet period follows)")
+			f.Int(&candidates, "candidates", "N", harness.DefaultCandidates, "candidates campaigning at once")
+			f.Duration(&ttl, "ttl", "D", harness.DefaultTTL, "the candidates' lease/session TTL")
+			f.Bool(&noFence, "no-fence", false, "the register accepts every write (negative control)")
+			f.Duration(&work, "work", "D", harness.DefaultWork, "a leader's work between its validity check and its write")
+			f.String(&faults, "faults", "LIST", "", "comma-separated fault kinds (default: all of the backend's)")
+			f.String(&out, "out", "DIR", "", "directory for history.json and the visualization of a failing run (default: a new temporary directory)")
+			f.Bool(&verbose, "verbose", false, "print each fault as it is injected")
+			return func(ctx context.Context, w io.Writer) error {
+				cfg := harness.Config{Backend: backend, Seed: int64(seed), Duration: duration,
+					Candidates: candidates, TTL: ttl, Unfenced: noFence, Work: work}
+				if faults != "" {
+					for _, k := range strings.Split(faults, ",") {
+						cfg.Faults = append(cfg.Faults, strings.TrimSpace(k))
+					}
+				}
+				if verbose {
+					cfg.Log = f.stderr
+				}
+				switch {
+				case backend != "etcd" && backend != "zk" && backend != "inmem":
+					return f.Bad("backend", "must be etcd, zk or inmem")
+				case duration <= 0:
+					return f.Bad("duration", "must be positive")
+				case candidates < 2 || candidates > 50:
+					return f.Bad("candidates", "must be between 2 and 50")
+				case ttl < time.Second || ttl > time.Minute:
+					return f.Bad("ttl", "must be between 1s and 1m")
+				case work <= 0 || work > time.Second:
+					return f.Bad("work", "must be between 0 and 1s")
+				}
+				kinds := harness.Kinds(backend)
+				for _, k := range cfg.Faults {
+					if !contains(kinds, k) {
+						return f.Bad("faults", "%q is not a fault of %s (%s)", k, backend, strings.Join(kinds, ", "))
+					}
+				}
+				temp := out == ""
+				if temp {
+					d, err := os.MkdirTemp("", "elect-nemesis-")
+					if err != nil {
+						return err
+					}
+					out = d
+				} else if err := os.MkdirAll(out, 0o755); err != nil {
+					return err
+				}
+				cfg.Dir = filepath.Join(out, "run")
+				cfg.VisPath = filepath.Join(out, "linearizability.html")
+				if backend != "inmem" {
+					bin, err := os.Executable()
+					if err != nil {
+						return fmt.Errorf("finding this binary for the candidates: %w", err)
+					}
+					cfg.Bin = bin
+				}
+				ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				hist, rep, err := harness.Run(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(w, rep.String())
+				if rep.OK() {
+					// Keep files of failing runs only.
+					if temp {
+						os.RemoveAll(out)
+					} else {
+						os.RemoveAll(cfg.Dir)
+					}
+					return nil
+				}
+				hp := filepath.Join(out, "history.json")
+				if err := nemesis.SaveHistory(hp, hist); err != nil {
+					return fmt.Errorf("a checker failed (seed %d); saving the history: %w", seed, err)
+				}
+				return fmt.Errorf("a checker failed (backend %s, seed %d): history in %s, visualization in %s, logs in %s",
+					backend, seed, hp, cfg.VisPath, cfg.Dir)
+			}
+		},
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// runCandidate is elect nemesis-candidate: one candidate of a nemesis run,
+// as a process of its own. It ends on SIGTERM (resigning) or SIGINT.
+func runCandidate(args []string, stderr io.Writer) int {
+	f := newFlagSet(candidateCommand)
+	f.stderr = stderr
+	var (
+		cfg       harness.CandidateConfig
+		endpoints string
+	)
+	f.String(&cfg.Backend, "backend", "NAME", "etcd", "etcd or zk")
+	f.String(&endpoints, "endpoints", "LIST", "", "the store's addresses")
+	f.String(&cfg.Name, "name", "NAME", "", "the election's name (etcd) or path (zk)")
+	f.String(&cfg.ID, "id", "ID", "", "the candidate's ID")
+	f.Duration(&cfg.TTL, "ttl", "D", harness.DefaultTTL, "TTL")
+	f.String(&cfg.Register, "register", "ADDR", "", "the register's host:port")
+	f.Duration(&cfg.Work, "work", "D", harness.DefaultWork, "work between the validity check and the write")
+	if err := f.Parse(args, func(string) (string, bool) { return "", false }); err != nil {
+		fmt.Fprintf(stderr, "elect %s: %v\n", candidateCommand, err)
+		return exitUsage
+	}
+	cfg.Endpoints = strings.Split(endpoints, ",")
+	cfg.Log = stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := harness.RunCandidate(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {
+		fmt.Fprintf(stderr, "elect %s: %v\n", candidateCommand, err)
+		return exitFailure
+	}
+	return exitOK
+}

@@ -1,0 +1,288 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/etcd"
+	"github.com/electkit/election/backend/zk"
+	"github.com/electkit/election/internal/nemesis"
+)
+
+// DefaultWork is the time a leader spends between checking that its Term
+// is valid and the write that check allows: the side effect's own work. A
+// process paused in that gap writes late, with a token that may be stale.
+const DefaultWork = 15 * time.Millisecond
+
+// CandidateConfig is the configuration of one candidate process (elect
+// nemesis-candidate).
+type CandidateConfig struct {
+	Backend   string   // "etcd" or "zk"
+	Endpoints []string // the store's addresses, as this candidate reaches them
+	Name      string   // etcd: the election name; zk: the election path
+	ID        string   // the candidate's ID
+	TTL       time.Duration
+	Register  string        // the register's address, host:port
+	Work      time.Duration // see DefaultWork; 0 means DefaultWork
+	Log       io.Writer     // the candidate's diagnostics; nil discards them
+}
+
+// sink is where a candidate sends its writes and reports: the register's
+// network client for a process, the register itself in process.
+type sink interface {
+	write(ctx context.Context, token uint64, value string, call int64) (bool, error)
+	report(ctx context.Context, ev nemesis.Event) error
+}
+
+type remoteSink struct{ c *nemesis.RegisterClient }
+
+func (s remoteSink) write(ctx context.Context, token uint64, value string, call int64) (bool, error) {
+	return s.c.Write(ctx, token, value, call)
+}
+func (s remoteSink) report(ctx context.Context, ev nemesis.Event) error { return s.c.Report(ctx, ev) }
+
+type localSink struct {
+	r      *nemesis.Register
+	client string
+}
+
+func (s localSink) write(_ context.Context, token uint64, value string, call int64) (bool, error) {
+	return s.r.Write(s.client, 0, token, value, call), nil
+}
+func (s localSink) report(_ context.Context, ev nemesis.Event) error { s.r.Report(ev); return nil }
+
+// reporter sends a candidate's events to its sink in order, from a queue,
+// retrying each until the sink takes it: a report is never dropped while
+// the process lives, and a slow register never blocks a callback.
+type reporter struct {
+	s    sink
+	mu   sync.Mutex
+	q    []nemesis.Event
+	wake chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newReporter(s sink) *reporter {
+	r := &reporter{s: s, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	go r.loop()
+	return r
+}
+
+func (r *reporter) add(ev nemesis.Event) {
+	r.mu.Lock()
+	r.q = append(r.q, ev)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *reporter) loop() {
+	defer close(r.done)
+	for {
+		r.mu.Lock()
+		var ev nemesis.Event
+		ok := len(r.q) > 0
+		if ok {
+			ev = r.q[0]
+		}
+		r.mu.Unlock()
+		if !ok {
+			select {
+			case <-r.wake:
+				continue
+			case <-r.stop:
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := r.s.report(ctx, ev)
+		cancel()
+		if err != nil {
+			select {
+			case <-time.After(50 * time.Millisecond): // retry backoff
+			case <-r.stop:
+				return
+			}
+			continue
+		}
+		r.mu.Lock()
+		r.q = r.q[1:]
+		r.mu.Unlock()
+	}
+}
+
+// flush waits until the queue is empty or timeout passes, then stops the
+// reporter.
+func (r *reporter) flush(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		n := len(r.q)
+		r.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // polling the queue's length while it drains
+	}
+	close(r.stop)
+	<-r.done
+}
+
+// candidate is the application side of one candidate: the callbacks of
+// election.Run that report each Term and write while leading.
+type candidate struct {
+	id   string
+	pid  int
+	work time.Duration
+	s    sink
+	rep  *reporter
+
+	mu     sync.Mutex
+	doneAt map[*election.Term]chan int64 // Mono instant Done closed, per Term
+}
+
+func newCandidate(id string, pid int, work time.Duration, s sink) *candidate {
+	if work <= 0 {
+		work = DefaultWork
+	}
+	return &candidate{id: id, pid: pid, work: work, s: s, rep: newReporter(s), doneAt: map[*election.Term]chan int64{}}
+}
+
+// afterRenew is the after-renewal hook: each confirmed renewal reports the
+// Term's new deadline.
+func (c *candidate) afterRenew(rn election.Renewal) {
+	if rn.Err != nil {
+		return
+	}
+	c.rep.add(nemesis.Event{Kind: nemesis.Renewed, Candidate: c.id, PID: c.pid, Token: rn.Leader.Token,
+		At: nemesis.Mono(), Deadline: nemesis.MonoOf(rn.Deadline)})
+}
+
+func (c *candidate) callbacks() election.Callbacks {
+	return election.Callbacks{OnElected: c.onElected, OnDemoted: c.onDemoted}
+}
+
+func (c *candidate) onElected(ctx context.Context, t *election.Term) {
+	at := nemesis.Mono()
+	c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: t.Token(),
+		At: at, Deadline: nemesis.MonoOf(t.Deadline())})
+	ch := make(chan int64, 1)
+	c.mu.Lock()
+	c.doneAt[t] = ch
+	c.mu.Unlock()
+	go func() {
+		<-t.Done()
+		ch <- nemesis.Mono()
+	}()
+	for n := 0; t.Err() == nil; n++ {
+		call := nemesis.Mono()
+		// The work between the check and the side effect: a pause that
+		// lands here makes the write late.
+		time.Sleep(c.work)
+		wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _ = c.s.write(wctx, t.Token(), fmt.Sprintf("%s/%d/%d", c.id, t.Token(), n), call)
+		cancel()
+	}
+}
+
+func (c *candidate) onDemoted(t *election.Term) {
+	c.mu.Lock()
+	ch := c.doneAt[t]
+	delete(c.doneAt, t)
+	c.mu.Unlock()
+	at := nemesis.Mono()
+	if ch != nil {
+		at = <-ch
+	}
+	msg := ""
+	if err := t.Err(); err != nil {
+		msg = err.Error()
+	}
+	c.rep.add(nemesis.Event{Kind: nemesis.Demoted, Candidate: c.id, PID: c.pid, Token: t.Token(), At: at, Err: msg})
+}
+
+// RunCandidate runs one candidate until ctx ends: it connects to the store
+// and the register, campaigns with election.Run, reports every Term and
+// writes to the register while leading. When ctx ends it resigns, sends
+// the reports still queued and returns.
+func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	if cfg.Register == "" {
+		return &election.OptionError{Field: "register", Value: `""`, Reason: "the register's address is required"}
+	}
+	if len(cfg.Endpoints) == 0 {
+		return &election.OptionError{Field: "endpoints", Value: "[]", Reason: "at least one store address is required"}
+	}
+	pid := os.Getpid()
+	c := newCandidate(cfg.ID, pid, cfg.Work, remoteSink{nemesis.DialRegister(cfg.Register, cfg.ID, pid)})
+	defer c.rep.flush(10 * time.Second)
+	logger := slog.New(slog.NewTextHandler(cfg.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	opts := []election.Option{election.WithID(cfg.ID), election.WithTTL(cfg.TTL),
+		election.WithAfterRenew(c.afterRenew), election.WithLogger(logger)}
+	var e election.Elector
+	switch cfg.Backend {
+	case "etcd":
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second,
+			DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second,
+			Logger: zap.NewNop(),
+		})
+		if err != nil {
+			return fmt.Errorf("etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
+		}
+		defer cli.Close()
+		ee, err := etcd.New(cli, cfg.Name, opts...)
+		if err != nil {
+			return err
+		}
+		e = ee
+	case "zk":
+		var ze *zk.Elector
+		var err error
+		// The store may be cut off or restarting when the candidate starts:
+		// dial until it answers or ctx ends.
+		for {
+			dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			ze, err = zk.Dial(dctx, zk.DialConfig{Servers: cfg.Endpoints}, cfg.Name, opts...)
+			cancel()
+			if err == nil || ctx.Err() != nil || errors.Is(err, election.ErrInvalidOption) {
+				break
+			}
+			fmt.Fprintf(cfg.Log, "dial: %v\n", err)
+			select { // a pause before dialing again
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		if err != nil {
+			return err
+		}
+		e = ze
+	default:
+		return &election.OptionError{Field: "backend", Value: fmt.Sprintf("%q", cfg.Backend), Reason: "must be etcd or zk"}
+	}
+	cb := c.callbacks()
+	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
+	err := election.Run(ctx, e, cb)
+	cerr := e.Close()
+	if errors.Is(err, ctx.Err()) {
+		err = nil
+	}
+	return errors.Join(err, cerr)
+}

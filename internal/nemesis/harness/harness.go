@@ -1,0 +1,668 @@
+// Package harness runs an election under faults, Jepsen style, and checks
+// what happened with package nemesis.
+//
+// Candidates campaign against a real store — a 3-member etcd cluster
+// embedded in this process, or a 3-server ZooKeeper ensemble of Java
+// processes — or against backend/inmem's Zab cluster in process. Store
+// candidates are separate OS processes (elect nemesis-candidate), each
+// reaching every store member through a TCP proxy of its own that the
+// harness can cut. While a candidate leads, it loops: check that its Term
+// is valid, take the call instant, work for a few milliseconds, write to
+// the fenced register with its token. Every leadership (elected, each
+// renewal's deadline, demoted) is reported to the register too.
+//
+// Nemeses, picked from the seed and mixed over the run, one at a time with
+// quiet gaps between them:
+//
+//	kill        SIGKILL the leader's process; a fresh candidate replaces it
+//	pause       SIGSTOP the leader past its TTL, until another leads; SIGCONT
+//	cut         drop every byte between a candidate (often the leader) and the store; heal
+//	store-kill  stop the store's own leader member/server; restart it
+//	store-cut   cut every candidate off from the store's leader member/server; heal
+//	expire      end a waiting candidate's session (etcd: revoke its lease;
+//	            zk: cut it off past the session timeout)
+//	garbage     write stray keys/znodes under the election prefix; remove them
+//	crash       inmem: crash the leader's member; recover it
+//	partition   inmem: partition the leader away from every other member; heal
+//
+// The harness signals only processes it started, by PID, and never
+// changes the system clock. After the last fault a quiet period lets a
+// leader be elected; then candidates stop, and nemesis.Check judges the
+// history.
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/internal/nemesis"
+)
+
+// Fault kinds.
+const (
+	Kill      = "kill"
+	Pause     = "pause"
+	Cut       = "cut"
+	StoreKill = "store-kill"
+	StoreCut  = "store-cut"
+	Expire    = "expire"
+	Garbage   = "garbage"
+	Crash     = "crash"
+	Partition = "partition"
+)
+
+// Kinds returns the fault kinds a backend supports, the default mix.
+func Kinds(backend string) []string {
+	if backend == "inmem" {
+		return []string{Crash, Partition}
+	}
+	return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage}
+}
+
+// Defaults.
+const (
+	DefaultCandidates = 5
+	DefaultTTL        = 2 * time.Second
+	DefaultDuration   = 30 * time.Second
+)
+
+// Config is one run.
+type Config struct {
+	Backend    string // "etcd", "zk" or "inmem"
+	Seed       int64  // picks the faults, their targets and their timing
+	Duration   time.Duration
+	Candidates int           // how many candidates campaign at once; 0 means DefaultCandidates
+	TTL        time.Duration // the candidates' TTL; 0 means DefaultTTL
+	// Unfenced turns the register's fencing off: it accepts every write.
+	// With the pause nemesis, the run must then fail linearizability (the
+	// negative control). The default is a fenced register.
+	Unfenced bool
+	Faults   []string      // a subset of Kinds(Backend); empty means all of them
+	Work     time.Duration // see DefaultWork; 0 means DefaultWork
+	// Bin is the elect binary that runs the store candidates (elect
+	// nemesis-candidate). Required for etcd and zk.
+	Bin string
+	// Dir holds the store's data and each candidate's log; empty means a
+	// temporary directory, removed at the end.
+	Dir string
+	Log io.Writer // progress, one line per fault; nil discards it
+	// VisPath is where a failing run writes porcupine's visualization of
+	// the register's history (with the Terms and faults); none when empty.
+	VisPath string
+}
+
+// FailoverBound is the bound P6 is checked against after the faults stop:
+//
+//	2 × TTL + 3 s
+//
+// one TTL for the last leader's lease or session to lapse at the store, one
+// more for the renewal interval and the new leader's confirmation (the
+// store's expiry sweep: etcd 0.5 s, ZooKeeper one tick of 0.5 s), and 3 s
+// for a store member that restarts or re-elects its own leader, and for
+// the scheduling noise of a loaded machine.
+func FailoverBound(ttl time.Duration) time.Duration { return 2*ttl + 3*time.Second }
+
+func bad(field, value, reason string) error {
+	return &election.OptionError{Field: field, Value: value, Reason: reason}
+}
+
+func (c *Config) normalize() error {
+	switch c.Backend {
+	case "etcd", "zk", "inmem":
+	default:
+		return bad("Backend", fmt.Sprintf("%q", c.Backend), "must be etcd, zk or inmem")
+	}
+	if c.Candidates == 0 {
+		c.Candidates = DefaultCandidates
+	}
+	if c.Candidates < 2 || c.Candidates > 50 {
+		return bad("Candidates", fmt.Sprint(c.Candidates), "must be between 2 and 50")
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.TTL < time.Second || c.TTL > time.Minute {
+		return bad("TTL", c.TTL.String(), "must be between 1s and 1m")
+	}
+	if c.Duration == 0 {
+		c.Duration = DefaultDuration
+	}
+	if c.Duration < 0 {
+		return bad("Duration", c.Duration.String(), "must not be negative")
+	}
+	if c.Work == 0 {
+		c.Work = DefaultWork
+	}
+	if c.Work < 0 || c.Work > time.Second {
+		return bad("Work", c.Work.String(), "must be between 0 and 1s")
+	}
+	all := Kinds(c.Backend)
+	if len(c.Faults) == 0 {
+		c.Faults = all
+	}
+	for _, f := range c.Faults {
+		if !slices.Contains(all, f) {
+			return bad("Faults", fmt.Sprintf("%q", f), fmt.Sprintf("is not a fault of %s (%s)", c.Backend, strings.Join(all, ", ")))
+		}
+	}
+	if c.Backend != "inmem" && c.Bin == "" {
+		return bad("Bin", `""`, "the elect binary is required to run "+c.Backend+" candidates")
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	return nil
+}
+
+// run is the state of one run.
+type run struct {
+	cfg Config
+	dir string
+	reg *nemesis.Register
+	rng *rand.Rand
+	log io.Writer
+
+	st       store
+	procs    []*proc // live candidates, in start order
+	storeCut map[int]bool
+	nextID   int
+
+	mu     sync.Mutex
+	faults []nemesis.Fault
+	killed map[string]int64
+}
+
+func (h *run) logf(format string, args ...any) {
+	fmt.Fprintf(h.log, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+func (h *run) fault(f nemesis.Fault) {
+	h.mu.Lock()
+	h.faults = append(h.faults, f)
+	h.mu.Unlock()
+}
+
+// Run runs one seeded mix of faults against cfg.Backend for cfg.Duration,
+// then a quiet period, and returns the history and Check's report. The
+// error is for a run that could not be carried out (a store that did not
+// start, ctx canceled); a violation is in the report, not the error.
+// Every process and server the run started is stopped before Run returns.
+func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, error) {
+	if err := cfg.normalize(); err != nil {
+		return nil, nemesis.Report{}, err
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "nemesis-")
+		if err != nil {
+			return nil, nemesis.Report{}, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nemesis.Report{}, err
+	}
+	reg, err := nemesis.NewRegister(!cfg.Unfenced)
+	if err != nil {
+		return nil, nemesis.Report{}, err
+	}
+	defer reg.Close()
+	h := &run{cfg: cfg, dir: dir, reg: reg, rng: rand.New(rand.NewSource(cfg.Seed)), log: cfg.Log,
+		storeCut: map[int]bool{}, killed: map[string]int64{}}
+	hist := &nemesis.History{Backend: cfg.Backend, Seed: cfg.Seed, Fenced: !cfg.Unfenced}
+	h.logf("nemesis: backend %s, seed %d, %v, %d candidates, TTL %v, fenced %v, faults %s",
+		cfg.Backend, cfg.Seed, cfg.Duration, cfg.Candidates, cfg.TTL, !cfg.Unfenced, strings.Join(cfg.Faults, ","))
+	if cfg.Backend == "inmem" {
+		err = h.runInmem(ctx, hist)
+	} else {
+		err = h.runStore(ctx, hist)
+	}
+	hist.End = nemesis.Mono()
+	h.mu.Lock()
+	hist.Faults = append([]nemesis.Fault(nil), h.faults...)
+	hist.Killed = h.killed
+	h.mu.Unlock()
+	hist.Writes = reg.Writes()
+	hist.Events = reg.Events()
+	h.logf("history: %d writes, %d events, %d faults", len(hist.Writes), len(hist.Events), len(hist.Faults))
+	if err != nil {
+		return hist, nemesis.Report{}, err
+	}
+	rep := nemesis.Check(hist, nemesis.CheckOptions{FailoverBound: FailoverBound(cfg.TTL)})
+	if !rep.OK() && cfg.VisPath != "" {
+		// The visualization is for failing runs: check again, drawing it.
+		for i, v := range rep.Verdicts {
+			if v.Name == nemesis.NameLinearizable {
+				rep.Verdicts[i] = nemesis.CheckLinearizable(hist, cfg.VisPath)
+			}
+		}
+	}
+	return hist, rep, nil
+}
+
+// runStore runs the etcd or ZooKeeper variant.
+func (h *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
+	switch h.cfg.Backend {
+	case "etcd":
+		s, err := startEtcd(filepath.Join(h.dir, "etcd"))
+		if err != nil {
+			return err
+		}
+		h.st = s
+	case "zk":
+		s, err := startZK(filepath.Join(h.dir, "zk"))
+		if err != nil {
+			return err
+		}
+		h.st = s
+	}
+	defer h.st.close()
+	defer func() {
+		// Every candidate goes, however the run ends.
+		for _, p := range h.procs {
+			p.stop(5 * time.Second)
+		}
+	}()
+	h.logf("store: %s up at %s", h.cfg.Backend, strings.Join(h.st.addrs(), ","))
+	hist.Start = nemesis.Mono()
+	for range h.cfg.Candidates {
+		if _, err := h.spawn(); err != nil {
+			return err
+		}
+	}
+	if _, err := h.awaitLeader(ctx, "", 60*time.Second); err != nil {
+		return fmt.Errorf("no first leader: %w", err)
+	}
+	if err := h.mix(ctx); err != nil {
+		return err
+	}
+	h.quiet(ctx)
+	// Graceful stop: each resigns and sends what it has left to report.
+	for _, p := range h.procs {
+		p.stop(15 * time.Second)
+	}
+	h.procs = nil
+	return ctx.Err()
+}
+
+// spawn starts a fresh candidate with a new ID.
+func (h *run) spawn() (*proc, error) {
+	h.nextID++
+	id := fmt.Sprintf("c%d", h.nextID)
+	p, err := h.startProc(id)
+	if err != nil {
+		return nil, err
+	}
+	h.procs = append(h.procs, p)
+	return p, nil
+}
+
+// replaceExited replaces each candidate process that exited on its own (no
+// fault ends a candidate: that is a finding, in its log) by a fresh one.
+func (h *run) replaceExited() {
+	for _, p := range slices.Clone(h.procs) {
+		select {
+		case <-p.exited:
+		default:
+			continue
+		}
+		h.logf("candidate %s (pid %d) exited on its own (%v): see %s", p.id, p.pid(), p.cmd.ProcessState,
+			filepath.Join(h.dir, "candidate-"+p.id+".log"))
+		p.closeProxies()
+		h.procs = slices.DeleteFunc(h.procs, func(q *proc) bool { return q == p })
+		if q, err := h.spawn(); err == nil {
+			h.logf("%s replaces %s", q.id, p.id)
+		}
+	}
+}
+
+func (h *run) procByID(id string) *proc {
+	for _, p := range h.procs {
+		if p.id == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// awaitLeader waits until the register names a leader other than not, for
+// at most timeout, and returns its Elected event.
+func (h *run) awaitLeader(ctx context.Context, not string, timeout time.Duration) (nemesis.Event, error) {
+	ch, cancel := h.reg.Subscribe()
+	defer cancel()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		if ev, ok := h.reg.Leader(); ok && ev.Candidate != not && !h.wasKilled(ev.Candidate) {
+			return ev, nil
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return nemesis.Event{}, fmt.Errorf("no leader within %v", timeout)
+		case <-ctx.Done():
+			return nemesis.Event{}, ctx.Err()
+		}
+	}
+}
+
+func (h *run) wasKilled(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.killed[id]
+	return ok
+}
+
+// sleep waits d or until ctx ends: the length of a fault or a gap, chosen
+// by the seed; not a synchronization.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// between returns a duration in [lo, hi) from the seed.
+func (h *run) between(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(h.rng.Int63n(int64(hi-lo)))
+}
+
+// mix injects faults for cfg.Duration: each cycle goes through every kind
+// once, in an order the seed shuffles, with a quiet gap before each fault.
+func (h *run) mix(ctx context.Context) error { return h.mixWith(ctx, h.inject) }
+
+func (h *run) mixWith(ctx context.Context, inject func(ctx context.Context, kind string) error) error {
+	end := time.Now().Add(h.cfg.Duration)
+	var order []string
+	for time.Now().Before(end) {
+		if err := sleep(ctx, h.between(h.cfg.TTL/2, h.cfg.TTL+time.Second)); err != nil {
+			return err
+		}
+		if !time.Now().Before(end) {
+			break
+		}
+		if len(order) == 0 {
+			order = slices.Clone(h.cfg.Faults)
+			h.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		}
+		kind := order[0]
+		order = order[1:]
+		h.replaceExited()
+		if err := inject(ctx, kind); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			h.logf("%s: not injected: %v", kind, err)
+		}
+	}
+	return nil
+}
+
+// target returns the current leader's process, or, when no leader is
+// reported or its process is not one of ours, a random candidate.
+func (h *run) target(preferLeader bool) *proc {
+	if preferLeader {
+		if ev, ok := h.reg.Leader(); ok {
+			if p := h.procByID(ev.Candidate); p != nil {
+				return p
+			}
+		}
+	}
+	return h.procs[h.rng.Intn(len(h.procs))]
+}
+
+func (h *run) inject(ctx context.Context, kind string) error {
+	switch kind {
+	case Kill:
+		return h.kill(ctx)
+	case Pause:
+		return h.pause(ctx)
+	case Cut:
+		return h.cut(ctx)
+	case StoreKill:
+		return h.storeKill(ctx)
+	case StoreCut:
+		return h.storeCutFault(ctx)
+	case Expire:
+		return h.expire(ctx)
+	case Garbage:
+		return h.garbage(ctx)
+	}
+	return fmt.Errorf("unknown fault %q", kind)
+}
+
+// kill: SIGKILL the leader, and start a fresh candidate in its place.
+func (h *run) kill(ctx context.Context) error {
+	p := h.target(true)
+	pid := p.pid()
+	start := nemesis.Mono()
+	if err := p.signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.killed[p.id] = start
+	h.mu.Unlock()
+	<-p.exited
+	p.closeProxies()
+	h.procs = slices.DeleteFunc(h.procs, func(q *proc) bool { return q == p })
+	h.fault(nemesis.Fault{Kind: Kill, Target: p.id, PID: pid, Start: start})
+	q, err := h.spawn()
+	if err != nil {
+		return err
+	}
+	h.logf("kill: SIGKILL %s (pid %d); %s replaces it", p.id, pid, q.id)
+	return nil
+}
+
+// pause: SIGSTOP the leader for longer than the TTL — until another
+// candidate leads, within a bound — then SIGCONT.
+func (h *run) pause(ctx context.Context) error {
+	p := h.target(true)
+	pid := p.pid()
+	start := nemesis.Mono()
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	minHold := h.cfg.TTL + h.between(500*time.Millisecond, h.cfg.TTL)
+	_ = sleep(ctx, minHold)
+	next, err := h.awaitLeader(ctx, p.id, FailoverBound(h.cfg.TTL))
+	if err == nil {
+		// Let the next leader write for a moment before p resumes.
+		_ = h.awaitWrites(ctx, next.Candidate, 3, h.cfg.TTL)
+	}
+	_ = p.signal(syscall.SIGCONT)
+	h.fault(nemesis.Fault{Kind: Pause, Target: p.id, PID: pid, Start: start, End: nemesis.Mono()})
+	h.logf("pause: SIGSTOP %s (pid %d) for %v; next leader %q", p.id, pid, time.Duration(nemesis.Mono()-start).Round(time.Millisecond), next.Candidate)
+	return ctx.Err()
+}
+
+// awaitWrites waits until client has n more accepted writes, for at most
+// timeout.
+func (h *run) awaitWrites(ctx context.Context, client string, n int, timeout time.Duration) error {
+	count := func() int {
+		c := 0
+		for _, w := range h.reg.Writes() {
+			if w.Client == client && w.OK {
+				c++
+			}
+		}
+		return c
+	}
+	want := count() + n
+	deadline := time.Now().Add(timeout)
+	for count() < want {
+		if time.Now().After(deadline) {
+			return errors.New("timeout")
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil { // polling the register's log
+			return err
+		}
+	}
+	return nil
+}
+
+// cut: blackhole a candidate's proxies (the leader's, two times in three)
+// for longer than the TTL, then heal.
+func (h *run) cut(ctx context.Context) error {
+	p := h.target(h.rng.Intn(3) < 2)
+	start := nemesis.Mono()
+	p.cut()
+	d := h.cfg.TTL + h.between(500*time.Millisecond, h.cfg.TTL+500*time.Millisecond)
+	_ = sleep(ctx, d)
+	p.heal()
+	h.fault(nemesis.Fault{Kind: Cut, Target: p.id, PID: p.pid(), Start: start, End: nemesis.Mono()})
+	h.logf("cut: %s off the store for %v", p.id, d.Round(time.Millisecond))
+	return ctx.Err()
+}
+
+// storeKill: stop the store's leader member/server, and restart it.
+func (h *run) storeKill(ctx context.Context) error {
+	i := h.st.leader()
+	if i < 0 {
+		i = h.rng.Intn(len(h.st.addrs()))
+	}
+	name := h.st.memberName(i)
+	start := nemesis.Mono()
+	if err := h.st.stopMember(i); err != nil {
+		return err
+	}
+	d := h.between(h.cfg.TTL/2, 2*h.cfg.TTL)
+	_ = sleep(ctx, d)
+	var err error
+	for range 3 { // a port taken meanwhile, a slow start: try again
+		if err = h.st.startMember(i); err == nil {
+			break
+		}
+		h.logf("store-kill: restarting %s: %v", name, err)
+	}
+	h.fault(nemesis.Fault{Kind: StoreKill, Target: name, Start: start, End: nemesis.Mono()})
+	h.logf("store-kill: %s down for %v, restarted (err %v)", name, d.Round(time.Millisecond), err)
+	return err
+}
+
+// storeCutFault: cut every candidate off from the store's leader
+// member/server; heal.
+func (h *run) storeCutFault(ctx context.Context) error {
+	i := h.st.leader()
+	if i < 0 {
+		i = h.rng.Intn(len(h.st.addrs()))
+	}
+	name := h.st.memberName(i)
+	start := nemesis.Mono()
+	h.storeCut[i] = true
+	for _, p := range h.procs {
+		p.proxies[i].Cut()
+	}
+	d := h.between(h.cfg.TTL, 2*h.cfg.TTL+time.Second)
+	_ = sleep(ctx, d)
+	delete(h.storeCut, i)
+	for _, p := range h.procs {
+		p.proxies[i].Reset()
+		p.proxies[i].Heal()
+	}
+	h.fault(nemesis.Fault{Kind: StoreCut, Target: name, Start: start, End: nemesis.Mono()})
+	h.logf("store-cut: candidates off %s for %v", name, d.Round(time.Millisecond))
+	return ctx.Err()
+}
+
+// expire ends a waiting candidate's session.
+func (h *run) expire(ctx context.Context) error {
+	leader := ""
+	if ev, ok := h.reg.Leader(); ok {
+		leader = ev.Candidate
+	}
+	start := nemesis.Mono()
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	id, ok, err := h.st.expire(octx, h.rng, leader)
+	cancel()
+	if ok {
+		if err != nil {
+			return err
+		}
+		h.fault(nemesis.Fault{Kind: Expire, Target: id, Start: start, End: nemesis.Mono()})
+		h.logf("expire: revoked the lease of %s", id)
+		return nil
+	}
+	var ws []*proc
+	for _, p := range h.procs {
+		if p.id != leader {
+			ws = append(ws, p)
+		}
+	}
+	if len(ws) == 0 {
+		return errors.New("no waiting candidate")
+	}
+	p := ws[h.rng.Intn(len(ws))]
+	p.cut()
+	// Past the session timeout (= TTL) and one server tick.
+	d := h.cfg.TTL + 1500*time.Millisecond
+	_ = sleep(ctx, d)
+	p.heal()
+	h.fault(nemesis.Fault{Kind: Expire, Target: p.id, PID: p.pid(), Start: start, End: nemesis.Mono()})
+	h.logf("expire: %s cut off for %v, past its session timeout", p.id, d)
+	return ctx.Err()
+}
+
+// garbage writes stray entries under the election prefix, leaves them for
+// a while, and removes them.
+func (h *run) garbage(ctx context.Context) error {
+	start := nemesis.Mono()
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	remove, err := h.st.garbage(gctx, h.rng)
+	cancel()
+	if remove == nil {
+		return err
+	}
+	d := h.between(h.cfg.TTL/2, 2*h.cfg.TTL)
+	_ = sleep(ctx, d)
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	rerr := remove(rctx)
+	cancel()
+	h.fault(nemesis.Fault{Kind: Garbage, Target: h.st.election(), Start: start, End: nemesis.Mono()})
+	h.logf("garbage: stray entries under %s for %v (errors: %v)", h.st.election(), d.Round(time.Millisecond), errors.Join(err, rerr))
+	return nil
+}
+
+// quiet waits after the last fault until a leader is elected and has
+// written, within twice the failover bound: the period P6 is checked on.
+func (h *run) quiet(ctx context.Context) {
+	bound := FailoverBound(h.cfg.TTL)
+	ev, err := h.awaitLeader(ctx, "", 2*bound)
+	if err != nil {
+		h.logf("quiet: %v", err)
+		return
+	}
+	_ = h.awaitWrites(ctx, ev.Candidate, 5, bound)
+	h.logf("quiet: %s leads (token %d)", ev.Candidate, ev.Token)
+}
+
+// BuildElect builds the elect command into dir and returns the binary's
+// path: what Config.Bin needs when no binary is at hand.
+func BuildElect(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "elect")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/electkit/election/cmd/elect")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build elect: %v\n%s", err, out)
+	}
+	return bin, nil
+}

@@ -1,0 +1,195 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/internal/nemesis"
+	"github.com/electkit/election/internal/nemesis/harness"
+	"github.com/electkit/election/internal/zktest"
+)
+
+// bin is the elect binary the store candidates run, built once by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nemesis-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		b, err := harness.BuildElect(ctx, dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		bin = b
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// runMix runs cfg and fails t on an error; a failing checker leaves the
+// history and the visualization in a directory named in the log.
+func runMix(t *testing.T, cfg harness.Config) (*nemesis.History, nemesis.Report) {
+	t.Helper()
+	out, err := os.MkdirTemp("", "nemesis-"+strings.ReplaceAll(t.Name(), "/", "-")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bin = bin
+	cfg.Dir = filepath.Join(out, "run")
+	cfg.VisPath = filepath.Join(out, "linearizability.html")
+	cfg.Log = logWriter{t}
+	ctx, cancel := context.WithTimeout(t.Context(), cfg.Duration+3*time.Minute)
+	defer cancel()
+	hist, rep, err := harness.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("seed %d: %v (files in %s)", cfg.Seed, err, out)
+	}
+	t.Logf("seed %d:\n%s", cfg.Seed, rep.String())
+	if err := nemesis.SaveHistory(filepath.Join(out, "history.json"), hist); err != nil {
+		t.Errorf("saving the history: %v", err)
+	}
+	if !t.Failed() && (rep.OK() || cfg.Unfenced) {
+		t.Cleanup(func() {
+			if !t.Failed() {
+				os.RemoveAll(out)
+			}
+		})
+	} else {
+		t.Logf("history, visualization and logs in %s", out)
+	}
+	return hist, rep
+}
+
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+// checkMix asserts what every fault mix must show: every checker OK,
+// faults of at least minKinds kinds, two leaderships or more, accepted
+// writes.
+func checkMix(t *testing.T, cfg harness.Config, minKinds int) {
+	t.Helper()
+	hist, rep := runMix(t, cfg)
+	if !rep.OK() {
+		t.Errorf("backend %s, seed %d: a checker failed:\n%s", cfg.Backend, cfg.Seed, rep.String())
+	}
+	kinds := map[string]int{}
+	for _, f := range hist.Faults {
+		kinds[f.Kind]++
+	}
+	if len(kinds) < minKinds {
+		t.Errorf("faults of %d kinds injected (%v), want at least %d", len(kinds), kinds, minKinds)
+	}
+	terms := map[uint64]bool{}
+	for _, ev := range hist.Events {
+		if ev.Kind == nemesis.Elected {
+			terms[ev.Token] = true
+		}
+	}
+	if len(terms) < 2 {
+		t.Errorf("%d leaderships, want at least 2", len(terms))
+	}
+	accepted := 0
+	for _, w := range hist.Writes {
+		if w.OK {
+			accepted++
+		}
+	}
+	if accepted == 0 {
+		t.Errorf("no write accepted out of %d", len(hist.Writes))
+	}
+}
+
+// mixDuration is how long faults run: shorter with -short.
+func mixDuration(full, short time.Duration) time.Duration {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
+
+func minKinds(full, short int) int {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
+
+func TestNemesisEtcd(t *testing.T) {
+	checkMix(t, harness.Config{Backend: "etcd", Seed: 42, Duration: mixDuration(40*time.Second, 15*time.Second)}, minKinds(5, 2))
+}
+
+func TestNemesisZK(t *testing.T) {
+	zktest.Require(t)
+	checkMix(t, harness.Config{Backend: "zk", Seed: 42, Duration: mixDuration(40*time.Second, 15*time.Second)}, minKinds(5, 2))
+}
+
+func TestNemesisInmem(t *testing.T) {
+	checkMix(t, harness.Config{Backend: "inmem", Seed: 42, Duration: mixDuration(20*time.Second, 10*time.Second)}, 2)
+}
+
+// TestNegativeControl runs the pause nemesis against an unfenced register:
+// a leader paused between its validity check and its write writes after
+// its successor, and the register takes it. The linearizability checker
+// must see it; a fenced register must refuse that write (TestNemesis…).
+func TestNegativeControl(t *testing.T) {
+	for _, backend := range []string{"etcd", "zk"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "zk" {
+				zktest.Require(t)
+			}
+			// A long work gap makes almost every pause land between a
+			// leader's check and its write.
+			cfg := harness.Config{Backend: backend, Seed: 7, Duration: mixDuration(14*time.Second, 9*time.Second),
+				Unfenced: true, Faults: []string{harness.Pause}, Work: 50 * time.Millisecond}
+			hist, rep := runMix(t, cfg)
+			pauses := 0
+			for _, f := range hist.Faults {
+				if f.Kind == harness.Pause {
+					pauses++
+				}
+			}
+			if pauses == 0 {
+				t.Fatalf("no pause injected")
+			}
+			if rep.OK() {
+				t.Fatalf("fencing off, %d pauses: every checker passed; want a linearizability violation:\n%s", pauses, rep.String())
+			}
+			if !strings.Contains(strings.ToLower(rep.String()), "lineariz") {
+				t.Errorf("the report does not name linearizability:\n%s", rep.String())
+			}
+		})
+	}
+}
+
+func TestConfigRefused(t *testing.T) {
+	for _, cfg := range []harness.Config{
+		{Backend: "consul"},
+		{Backend: "inmem", Faults: []string{harness.Kill}},
+		{Backend: "etcd", Faults: []string{harness.Pause}}, // no Bin
+		{Backend: "inmem", TTL: time.Millisecond},
+		{Backend: "inmem", Candidates: 1},
+	} {
+		_, _, err := harness.Run(t.Context(), cfg)
+		if !errors.Is(err, election.ErrInvalidOption) {
+			t.Errorf("Run(%+v) = %v, want an error wrapping ErrInvalidOption", cfg, err)
+		}
+	}
+}

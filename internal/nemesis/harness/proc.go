@@ -1,0 +1,142 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/electkit/election/internal/zktest"
+)
+
+// proc is one candidate process the harness started, with its own TCP
+// proxies: one per store member, in member order.
+type proc struct {
+	id      string
+	cmd     *exec.Cmd
+	proxies []*zktest.Proxy
+	exited  chan struct{}
+
+	mu     sync.Mutex
+	gone   bool // exited, or killed by the harness
+	paused bool
+}
+
+// startProc starts candidate id as an OS process of h.cfg.Bin, connected to
+// the store through fresh proxies (cut at once for the members in cut).
+func (h *run) startProc(id string) (*proc, error) {
+	p := &proc{id: id, exited: make(chan struct{})}
+	var eps []string
+	for i, addr := range h.st.addrs() {
+		px, err := zktest.StartProxy(addr)
+		if err != nil {
+			p.closeProxies()
+			return nil, fmt.Errorf("proxy to %s: %w", addr, err)
+		}
+		if h.storeCut[i] {
+			px.Cut()
+		}
+		p.proxies = append(p.proxies, px)
+		eps = append(eps, h.st.endpoint(px.Addr))
+	}
+	logf, err := os.OpenFile(filepath.Join(h.dir, "candidate-"+id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		p.closeProxies()
+		return nil, err
+	}
+	cmd := exec.Command(h.cfg.Bin, "nemesis-candidate",
+		"--backend", h.cfg.Backend,
+		"--endpoints", strings.Join(eps, ","),
+		"--name", h.st.election(),
+		"--id", id,
+		"--ttl", h.cfg.TTL.String(),
+		"--register", h.reg.Addr(),
+		"--work", h.cfg.Work.String(),
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		p.closeProxies()
+		return nil, fmt.Errorf("starting candidate %s: %w", id, err)
+	}
+	p.cmd = cmd
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		p.mu.Lock()
+		p.gone = true
+		p.mu.Unlock()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// signal sends sig to the process, if the harness has not seen it exit.
+func (p *proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gone {
+		return fmt.Errorf("candidate %s has exited", p.id)
+	}
+	if sig == syscall.SIGSTOP {
+		p.paused = true
+	}
+	if sig == syscall.SIGCONT {
+		p.paused = false
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// kill sends SIGKILL and waits for the process to exit.
+func (p *proc) kill() {
+	_ = p.signal(syscall.SIGKILL)
+	<-p.exited
+	p.closeProxies()
+}
+
+// stop asks the process to end (SIGTERM, after SIGCONT if it is paused),
+// waits up to grace, then kills it.
+func (p *proc) stop(grace time.Duration) {
+	p.mu.Lock()
+	paused := p.paused
+	p.mu.Unlock()
+	if paused {
+		_ = p.signal(syscall.SIGCONT)
+	}
+	_ = p.signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		_ = p.signal(syscall.SIGKILL)
+		<-p.exited
+	}
+	p.closeProxies()
+}
+
+func (p *proc) cut() {
+	for _, px := range p.proxies {
+		px.Cut()
+	}
+}
+
+// heal closes the connections a cut left (their streams lost bytes) and
+// forwards again.
+func (p *proc) heal() {
+	for _, px := range p.proxies {
+		px.Reset()
+		px.Heal()
+	}
+}
+
+func (p *proc) closeProxies() {
+	for _, px := range p.proxies {
+		px.Close()
+	}
+}

@@ -1,0 +1,138 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"sort"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/electkit/election/internal/embedetcd"
+)
+
+// store is the election's store as the nemeses see it: its members, its own
+// leader, and the faults that need its API.
+type store interface {
+	addrs() []string                  // each member's client address, host:port
+	endpoint(proxyAddr string) string // how a candidate names a proxy
+	election() string                 // the election's name or path
+	leader() int                      // index of the store's leader member, -1 if none
+	memberName(i int) string
+	stopMember(i int) error
+	startMember(i int) error
+	// expire ends the session of a waiting candidate other than leaderID,
+	// and returns its ID. ok is false where the store has no such API (zk:
+	// the harness cuts the candidate off instead).
+	expire(ctx context.Context, rng *rand.Rand, leaderID string) (id string, ok bool, err error)
+	// garbage writes stray entries under the election prefix and returns
+	// what removes them.
+	garbage(ctx context.Context, rng *rand.Rand) (remove func(context.Context) error, err error)
+	close()
+}
+
+const etcdElection = "/nemesis/election"
+
+type etcdStore struct {
+	c   *embedetcd.Cluster
+	cli *clientv3.Client
+}
+
+func startEtcd(dir string) (*etcdStore, error) {
+	c, err := embedetcd.StartCluster(3, embedetcd.Config{Dir: dir, TickMs: 50, ElectionMs: 500, ReadyTimeout: time.Minute})
+	if err != nil {
+		return nil, fmt.Errorf("etcd cluster: %w", err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second,
+		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &etcdStore{c: c, cli: cli}, nil
+}
+
+func (s *etcdStore) addrs() []string {
+	var out []string
+	for _, ep := range s.c.Endpoints() {
+		out = append(out, strings.TrimPrefix(ep, "http://"))
+	}
+	return out
+}
+
+func (s *etcdStore) endpoint(a string) string { return "http://" + a }
+func (s *etcdStore) election() string         { return etcdElection }
+func (s *etcdStore) leader() int              { return s.c.Leader() }
+func (s *etcdStore) memberName(i int) string  { return s.c.Members()[i].Name }
+func (s *etcdStore) stopMember(i int) error   { s.c.Members()[i].Stop(); return nil }
+func (s *etcdStore) startMember(i int) error  { return s.c.Members()[i].Restart() }
+
+func (s *etcdStore) close() {
+	s.cli.Close()
+	s.c.Close()
+}
+
+// expire revokes the lease of a candidate's key that does not lead (the
+// oldest key leads).
+func (s *etcdStore) expire(ctx context.Context, rng *rand.Rand, leaderID string) (string, bool, error) {
+	resp, err := s.cli.Get(ctx, etcdElection+"/", clientv3.WithPrefix())
+	if err != nil {
+		return "", true, err
+	}
+	kvs := resp.Kvs
+	sort.Slice(kvs, func(i, j int) bool { return kvs[i].CreateRevision < kvs[j].CreateRevision })
+	type waiter struct {
+		id    string
+		lease clientv3.LeaseID
+	}
+	var ws []waiter
+	for i, kv := range kvs {
+		var rec struct {
+			ID string `json:"id"`
+		}
+		if kv.Lease == 0 || json.Unmarshal(kv.Value, &rec) != nil || rec.ID == "" {
+			continue
+		}
+		if i == 0 || rec.ID == leaderID {
+			continue
+		}
+		ws = append(ws, waiter{rec.ID, clientv3.LeaseID(kv.Lease)})
+	}
+	if len(ws) == 0 {
+		return "", true, fmt.Errorf("no waiting candidate's key under %s/", etcdElection)
+	}
+	w := ws[rng.Intn(len(ws))]
+	if _, err := s.cli.Revoke(ctx, w.lease); err != nil {
+		return w.id, true, fmt.Errorf("revoking the lease of %s: %w", w.id, err)
+	}
+	return w.id, true, nil
+}
+
+// garbage puts keys that are no candidate's under the prefix: one without
+// a lease, one with a lease its name does not match and a value that is
+// not a record.
+func (s *etcdStore) garbage(ctx context.Context, rng *rand.Rand) (func(context.Context) error, error) {
+	lease, err := s.cli.Grant(ctx, 30)
+	if err != nil {
+		return nil, err
+	}
+	k1 := fmt.Sprintf("%s/garbage-%d", etcdElection, rng.Int63())
+	k2 := fmt.Sprintf("%s/%016x", etcdElection, uint64(rng.Int63()))
+	if _, err := s.cli.Put(ctx, k1, "not a record"); err != nil {
+		return nil, err
+	}
+	if _, err := s.cli.Put(ctx, k2, `{"v":7}`, clientv3.WithLease(lease.ID)); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		_, err := s.cli.Delete(ctx, k1)
+		if _, rerr := s.cli.Revoke(ctx, lease.ID); err == nil {
+			err = rerr
+		}
+		return err
+	}, nil
+}

@@ -1,0 +1,100 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/electkit/election/internal/zktest"
+)
+
+const zkElection = "/nemesis-election"
+
+type zkStore struct {
+	e *zktest.Ensemble
+}
+
+func startZK(dir string) (*zkStore, error) {
+	e, err := zktest.StartEnsemble(dir, 3)
+	if err != nil {
+		return nil, fmt.Errorf("ZooKeeper ensemble: %w", err)
+	}
+	return &zkStore{e: e}, nil
+}
+
+func (s *zkStore) addrs() []string          { return s.e.Addrs() }
+func (s *zkStore) endpoint(a string) string { return a }
+func (s *zkStore) election() string         { return zkElection }
+func (s *zkStore) memberName(i int) string  { return fmt.Sprintf("zk%d", s.e.Servers[i].ID) }
+func (s *zkStore) close()                   { s.e.Stop() }
+
+func (s *zkStore) leader() int {
+	for i, srv := range s.e.Servers {
+		if m, err := srv.Mode(); err == nil && m == "leader" {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s *zkStore) stopMember(i int) error { s.e.Servers[i].Kill(); return nil }
+
+func (s *zkStore) startMember(i int) error {
+	srv := s.e.Servers[i]
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	return srv.WaitServing(zktest.StartTimeout)
+}
+
+// expire: ZooKeeper has no API to end another client's session; the
+// harness cuts the candidate off past its session timeout instead.
+func (s *zkStore) expire(context.Context, *rand.Rand, string) (string, bool, error) {
+	return "", false, nil
+}
+
+// garbage creates children that are no candidate's: a persistent one with
+// a foreign name, a persistent one whose name ends in a sequence number,
+// and an ephemeral sequential one whose data is not a record.
+func (s *zkStore) garbage(ctx context.Context, rng *rand.Rand) (func(context.Context) error, error) {
+	conn, err := zktest.Connect(s.e.Addrs(), 4*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	var made []string
+	create := func(name string, data []byte, flags int32) error {
+		p, err := conn.Create(zkElection+"/"+name, data, flags, gozk.WorldACL(gozk.PermAll))
+		if errors.Is(err, gozk.ErrNoNode) {
+			_, _ = conn.Create(zkElection, nil, 0, gozk.WorldACL(gozk.PermAll))
+			p, err = conn.Create(zkElection+"/"+name, data, flags, gozk.WorldACL(gozk.PermAll))
+		}
+		if err == nil {
+			made = append(made, p)
+		}
+		return err
+	}
+	n := rng.Int31()
+	err = errors.Join(
+		create(fmt.Sprintf("garbage-%d", n), []byte("not a record"), 0),
+		create(fmt.Sprintf("stray-%010d", n), []byte(`{"v":1,"id":"stray"}`), 0),
+		create("junk-", []byte{0xff, 0x00}, gozk.FlagEphemeral|gozk.FlagSequence),
+	)
+	remove := func(context.Context) error {
+		var err error
+		for _, p := range made {
+			if derr := conn.Delete(p, -1); derr != nil && !errors.Is(derr, gozk.ErrNoNode) {
+				err = errors.Join(err, derr)
+			}
+		}
+		conn.Close()
+		return err
+	}
+	if err != nil {
+		return remove, err
+	}
+	return remove, nil
+}
