@@ -24,6 +24,7 @@ func (r *run) crash(ctx context.Context) error {
 			continue
 		}
 		env.Conns = conns.Options{Proxied: true}
+		env.Scenario = "crash"
 		for _, ttl := range r.sz.crashTTLs {
 			r.crashOn(ctx, t, env, ttl)
 		}

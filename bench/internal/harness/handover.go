@@ -60,6 +60,7 @@ func (r *run) handoverOn(ctx context.Context, t target) error {
 	if err != nil {
 		return err
 	}
+	env.Scenario = "handover"
 	entries := r.libsOf(t.store, libs.Ours, libs.Peer)
 	regimes := []struct {
 		name string

@@ -72,7 +72,7 @@ func (c Config) sizes() sizes {
 	}
 	if c.Short {
 		s = sizes{
-			churn: 3, settled: 2, budget: 5 * time.Second,
+			churn: 3, settled: 2, budget: 2 * time.Second,
 			crash: 1, crashTTLs: []time.Duration{2 * time.Second},
 			herdN: 12, herdHandovers: 1,
 			scaleNs: []int{20}, steadyWindow: 500 * time.Millisecond, scalePatience: 30 * time.Second,
@@ -213,7 +213,7 @@ func (r *run) env(t target) (libs.Env, error) {
 			}
 			r.etcd[t.members] = e
 		}
-		return libs.Env{Endpoints: e.Endpoints}, nil
+		return libs.Env{Endpoints: e.Endpoints, Short: r.cfg.Short}, nil
 	}
 	z, ok := r.zk[t.members]
 	if !ok {
@@ -227,7 +227,7 @@ func (r *run) env(t target) (libs.Env, error) {
 		}
 		r.zk[t.members] = z
 	}
-	return libs.Env{Servers: z.Servers}, nil
+	return libs.Env{Servers: z.Servers, Short: r.cfg.Short}, nil
 }
 
 // privateServer starts servers of t for one case; stop closes them.
@@ -240,7 +240,7 @@ func (r *run) privateServer(t target) (libs.Env, func(), error) {
 		r.mu.Lock()
 		r.private = e
 		r.mu.Unlock()
-		return libs.Env{Endpoints: e.Endpoints}, func() {
+		return libs.Env{Endpoints: e.Endpoints, Short: r.cfg.Short}, func() {
 			r.mu.Lock()
 			r.private = nil
 			r.mu.Unlock()
@@ -251,7 +251,7 @@ func (r *run) privateServer(t target) (libs.Env, func(), error) {
 	if err != nil {
 		return libs.Env{}, nil, err
 	}
-	return libs.Env{Servers: z.Servers}, func() { _ = z.Close() }, nil
+	return libs.Env{Servers: z.Servers, Short: r.cfg.Short}, func() { _ = z.Close() }, nil
 }
 
 // serverRSS returns the resident memory of the private etcd child (0 when

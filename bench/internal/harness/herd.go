@@ -24,6 +24,7 @@ func (r *run) herd(ctx context.Context) error {
 			continue
 		}
 		env.Conns = conns.Options{Counted: true}
+		env.Scenario = "herd"
 		for _, e := range r.libsOf(t.store, libs.Ours, libs.Naive, libs.Peer) {
 			h := &HerdRow{Target: t.key, Store: t.title, Lib: e.Name, Role: string(e.Role), N: r.sz.herdN, Handovers: r.sz.herdHandovers}
 			r.rep.Herd = append(r.rep.Herd, h)
@@ -182,6 +183,15 @@ func (r *run) herdOne(ctx context.Context, e libs.Entry, env libs.Env, h *HerdRo
 	}
 	defer lib.Close()
 	name := fmt.Sprintf("/bench/herd/%s/%s", h.Target, slug(e.Name))
+	probe, err := lib.NewCandidate(ctx, name, "probe", herdTTL)
+	if err != nil {
+		return err
+	}
+	_, counted := probe.(peer.Counter)
+	_ = probe.Close()
+	if !counted {
+		return nil // h.Counted stays false: the row says "not counted"
+	}
 	cs, err := makeCandidates(ctx, lib, name, h.N, herdTTL)
 	if err != nil {
 		return err

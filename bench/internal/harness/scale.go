@@ -59,6 +59,12 @@ func (r *run) scale(ctx context.Context) error {
 					continue
 				}
 				env.Conns = conns.Options{Counted: true, Pool: pool}
+				env.Scenario = "scale"
+				if e.MaxCandidates > 0 && n > e.MaxCandidates {
+					s.Note = fmt.Sprintf("skipped: at most %d candidates for this library", e.MaxCandidates)
+					stop()
+					continue
+				}
 				if err := r.scaleOne(ctx, e, env, s); err != nil {
 					s.Err = err.Error()
 				}
@@ -193,7 +199,11 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 		}
 	}
 	r.logf("  one led after %s ms, all registered after %s ms", ms(s.LeadMS), ms(s.RegisteredMS))
-	time.Sleep(time.Second) // let the registration's stragglers settle
+	settle := time.Second
+	if r.cfg.Short {
+		settle = 100 * time.Millisecond
+	}
+	time.Sleep(settle) // let the registration's stragglers settle
 	h1, g1 := heapNow()
 	s.HeapBytes = (float64(h1) - float64(h0)) / float64(s.N)
 	s.Goroutines = float64(g1-g0) / float64(s.N)

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/electkit/election/bench/internal/conns"
 	"github.com/electkit/election/bench/internal/peer"
@@ -45,6 +46,8 @@ type Env struct {
 	Endpoints []string // etcd client URLs
 	Servers   []string // ZooKeeper host:port
 	Conns     conns.Options
+	Scenario  string // handover, crash, herd, scale
+	Short     bool   // the -short smoke: keep set-up light
 }
 
 // Entry is one library in the registry.
@@ -56,6 +59,10 @@ type Entry struct {
 	// missing JVM or jar); nil means it can. A nil func means always.
 	Available func() error
 	New       func(ctx context.Context, env Env) (peer.Library, error)
+	// MaxCandidates, if positive, is the largest election the scale
+	// scenario runs this library in (peer.Limited says the same from the
+	// library itself).
+	MaxCandidates int
 }
 
 // Expected names every peer the reports compare against. One that is not
@@ -155,4 +162,32 @@ func Runnable(es []Entry) []Entry {
 		}
 	}
 	return out
+}
+
+// relative wraps a library whose election names are relative to its own
+// prefix (Curator's latch path is its prefix + "/" + name): it strips the
+// scenarios' leading "/" from every name.
+type relative struct{ peer.Library }
+
+func rel(name string) string { return strings.TrimLeft(name, "/") }
+
+func (l relative) NewCandidate(ctx context.Context, name, id string, ttl time.Duration) (peer.Candidate, error) {
+	return l.Library.NewCandidate(ctx, rel(name), id, ttl)
+}
+
+// Registered passes the census on, if the library takes one.
+func (l relative) Registered(ctx context.Context, name string) (int, error) {
+	c, ok := l.Library.(peer.Census)
+	if !ok {
+		return 0, fmt.Errorf("%s: no census", l.Name())
+	}
+	return c.Registered(ctx, rel(name))
+}
+
+// MaxCandidates passes the library's limit on (0: none).
+func (l relative) MaxCandidates() int {
+	if m, ok := l.Library.(peer.Limited); ok {
+		return m.MaxCandidates()
+	}
+	return 1 << 30
 }
