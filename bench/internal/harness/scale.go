@@ -47,6 +47,9 @@ func (r *run) scale(ctx context.Context) error {
 		for _, n := range r.sz.scaleNs {
 			for _, e := range r.libsOf(t.store, libs.Ours, libs.Peer) {
 				pool := (n + perClient - 1) / perClient
+				if e.OwnConnections {
+					pool = n
+				}
 				s := &ScaleRow{Target: t.key, Store: t.title, Lib: e.Name, Role: string(e.Role), N: n, Clients: pool, RegisteredMS: -1, LeadMS: -1}
 				r.rep.Scale = append(r.rep.Scale, s)
 				r.logf("scale on %s (a fresh server): %s, %d candidates over %d clients", t.title, e.Name, n, pool)

@@ -63,6 +63,9 @@ type Entry struct {
 	// scenario runs this library in (peer.Limited says the same from the
 	// library itself).
 	MaxCandidates int
+	// OwnConnections says the library connects every candidate on its
+	// own, whatever env.Conns.Pool asks (the scale table says so).
+	OwnConnections bool
 }
 
 // Expected names every peer the reports compare against. One that is not

@@ -26,7 +26,7 @@ func peerEntries() []Entry {
 		// TTL (LeaseDuration = TTL) so that "TTL 2 s" means the same for
 		// every library. Every candidate has its own client and proxies
 		// and polls every 2 s: 1,000 is as many as the scale scenario runs.
-		{Name: ClientGoName, Store: Etcd, Role: Peer, MaxCandidates: 1000, New: func(_ context.Context, env Env) (peer.Library, error) {
+		{Name: ClientGoName, Store: Etcd, Role: Peer, MaxCandidates: 1000, OwnConnections: true, New: func(_ context.Context, env Env) (peer.Library, error) {
 			if env.Scenario == "crash" {
 				return clientgo.New(env.Endpoints, clientgo.WithTTLTimings()), nil
 			}
@@ -37,7 +37,7 @@ func peerEntries() []Entry {
 		// in one JVM on the same ZooKeeper; New warms the JVM up (a few
 		// handovers only in the -short smoke). Its names are relative to
 		// its prefix. At most 500 candidates (its own limit).
-		{Name: CuratorName, Store: ZK, Role: Peer, MaxCandidates: 500, Available: curator.Available, New: func(ctx context.Context, env Env) (peer.Library, error) {
+		{Name: CuratorName, Store: ZK, Role: Peer, MaxCandidates: 500, OwnConnections: true, Available: curator.Available, New: func(ctx context.Context, env Env) (peer.Library, error) {
 			var opts []curator.Option
 			if env.Short {
 				opts = append(opts, curator.WithWarmup(5))
