@@ -1,12 +1,16 @@
 # make test: installs the real servers the tests need, then format check,
-# vet, and every test with the race detector.
+# vet, every test with the race detector, and the benchmark harness's check
+# (vet and its tests, including a -short smoke of every scenario).
+# make bench: the whole benchmark set on real servers (under 10 minutes on
+# 2 cores); writes bench-results/ and prints the report.
+# make gobench: the packages' own go test benchmarks.
 GO ?= go
 ZOOKEEPER_JAR ?= /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps fmt-check vet unit bench nemesis
+.PHONY: test deps fmt-check vet unit bench bench-check gobench nemesis
 
-test: deps fmt-check vet unit
+test: deps fmt-check vet unit bench-check
 
 # ZooKeeper: the Java server of Debian's zookeeper package. Curator: its
 # recipes (LeaderLatch) and their jars, for the bench module's Curator peer,
@@ -41,7 +45,15 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-bench:
+# The bench module (its own go.mod: the peers' dependencies stay out of the
+# library's graph). Its go commands download what it needs on a fresh clone.
+bench-check: deps
+	cd bench && $(GO) vet ./... && $(GO) test -race -short -count=1 ./...
+
+bench: deps
+	cd bench && $(GO) run ./cmd/bench -out ../bench-results
+
+gobench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # make nemesis: a long seeded fault mix per backend (see README, "Safety

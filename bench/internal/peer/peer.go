@@ -51,3 +51,48 @@ type Library interface {
 	// Close releases what the library holds (a JVM, clients, proxies).
 	Close() error
 }
+
+// Counts is what a candidate's (or a library's) connections to the store
+// carried, counted on the wire by the adapter's client: requests it sent
+// (reads, writes, watch registrations; not renewals), watch events the
+// store delivered to it, and renewals (lease keepalives, session pings).
+type Counts struct {
+	Requests int64 `json:"requests"`
+	Events   int64 `json:"events"`
+	Renewals int64 `json:"renewals"`
+}
+
+// Sub returns c − o.
+func (c Counts) Sub(o Counts) Counts {
+	return Counts{Requests: c.Requests - o.Requests, Events: c.Events - o.Events, Renewals: c.Renewals - o.Renewals}
+}
+
+// Add returns c + o.
+func (c Counts) Add(o Counts) Counts {
+	return Counts{Requests: c.Requests + o.Requests, Events: c.Events + o.Events, Renewals: c.Renewals + o.Renewals}
+}
+
+// Counter is implemented by a Candidate whose own connection is counted
+// (the herd scenario needs it to tell which candidates a handover woke), and
+// by a Library that counts all its connections together (the scale
+// scenario's steady-state request rate). A library without it is reported
+// as "not counted" in those columns.
+type Counter interface {
+	Counts() Counts
+}
+
+// Census is implemented by a Library that can tell how many candidates of
+// the election called name are registered in the store now (keys under the
+// prefix, children of the path). The scale scenario uses it for "time until
+// all are registered"; without it only "time until one leads" is reported.
+type Census interface {
+	Registered(ctx context.Context, name string) (int, error)
+}
+
+// Limited is implemented by a Library that cannot run more than
+// MaxCandidates candidates in one election in the benchmark (a JVM's
+// threads, a polling rate that would swamp the store); the scale scenario
+// skips larger sizes for it, with a note in the report.
+type Limited interface {
+	MaxCandidates() int
+}

@@ -1,0 +1,356 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is everything one run measured.
+type Report struct {
+	Date      string         `json:"date"`
+	Machine   string         `json:"machine"`
+	Go        string         `json:"go"`
+	Command   string         `json:"command"`
+	Mode      string         `json:"mode"`
+	Elapsed   string         `json:"elapsed"`
+	Durations []ScenarioTime `json:"durations"`
+	Notes     []string       `json:"notes"`
+	Dists     []*Dist        `json:"distributions"`
+	Herd      []*HerdRow     `json:"herd"`
+	Scale     []*ScaleRow    `json:"scale"`
+	InProcess []*InProcRow   `json:"inprocess"`
+	Targets   []*Target      `json:"targets"`
+}
+
+// ScenarioTime is how long one scenario took.
+type ScenarioTime struct {
+	Scenario string `json:"scenario"`
+	Took     string `json:"took"`
+}
+
+// Dist is one library's latency samples in one case of one scenario.
+type Dist struct {
+	Scenario string    `json:"scenario"` // handover, crash
+	Target   string    `json:"target"`   // etcd-1, zk-3, …
+	Store    string    `json:"store"`    // its title
+	Case     string    `json:"case"`     // "churn: waited 20 ms", "TTL 2s"
+	Lib      string    `json:"library"`
+	Role     string    `json:"role"` // ours, peer, floor
+	MS       []float64 `json:"samples_ms"`
+	Bound    float64   `json:"bound_ms,omitempty"` // crash: the target bound
+	Err      string    `json:"error,omitempty"`
+	Note     string    `json:"note,omitempty"`
+}
+
+// Q returns the q-quantile (nearest rank) of the samples, NaN if none.
+func (d *Dist) Q(q float64) float64 {
+	if len(d.MS) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(d.MS)
+	slices.Sort(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(len(s)-1, i))]
+}
+
+// HerdRow is one library's herd figures.
+type HerdRow struct {
+	Target    string  `json:"target"`
+	Store     string  `json:"store"`
+	Lib       string  `json:"library"`
+	Role      string  `json:"role"`
+	N         int     `json:"candidates"`
+	Handovers int     `json:"handovers"`
+	Counted   bool    `json:"counted"`
+	Woken     []int   `json:"woken"`    // per handover
+	Events    []int64 `json:"events"`   // watch events delivered, per handover
+	Requests  []int64 `json:"requests"` // requests issued, per handover
+	Err       string  `json:"error,omitempty"`
+	Note      string  `json:"note,omitempty"`
+}
+
+// ScaleRow is one library's figures at one size.
+type ScaleRow struct {
+	Target        string  `json:"target"`
+	Store         string  `json:"store"`
+	Lib           string  `json:"library"`
+	Role          string  `json:"role"`
+	N             int     `json:"candidates"`
+	Clients       int     `json:"clients"`
+	LeadMS        float64 `json:"one_leads_ms"`
+	RegisteredMS  float64 `json:"all_registered_ms"` // NaN-free: -1 when not known
+	ReqPerSecCand float64 `json:"steady_requests_per_s_per_candidate"`
+	Counted       bool    `json:"counted"`
+	Goroutines    float64 `json:"goroutines_per_candidate"`
+	HeapBytes     float64 `json:"heap_bytes_per_candidate"`
+	Measured      bool    `json:"memory_measured"` // goroutines and heap were measured
+	Err           string  `json:"error,omitempty"`
+	Note          string  `json:"note,omitempty"`
+}
+
+// InProcRow is one in-process figure.
+type InProcRow struct {
+	What   string  `json:"what"`
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit"`
+	Detail string  `json:"detail"`
+}
+
+// Target is one of the issue's targets, as this run found it.
+type Target struct {
+	What   string `json:"what"`
+	Want   string `json:"want"`
+	Got    string `json:"got"`
+	Status string `json:"status"` // met, MISSED, not measured
+}
+
+func newReport(cfg Config) *Report {
+	mode := "full"
+	if cfg.Short {
+		mode = "short (smoke: tiny samples, figures meaningless)"
+	}
+	return &Report{
+		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), Machine: machine(), Go: runtime.Version(),
+		Command: cfg.Command, Mode: mode,
+	}
+}
+
+func (r *Report) note(s string) { r.Notes = append(r.Notes, s) }
+
+func (r *Report) dists(scenario string) []*Dist {
+	var out []*Dist
+	for _, d := range r.Dists {
+		if d.Scenario == scenario {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (r *Report) find(scenario, target, cas, lib string) *Dist {
+	for _, d := range r.Dists {
+		if d.Scenario == scenario && d.Target == target && d.Case == cas && d.Lib == lib {
+			return d
+		}
+	}
+	return nil
+}
+
+func (r *Report) ours(scenario, target, cas string) *Dist {
+	for _, d := range r.Dists {
+		if d.Scenario == scenario && d.Target == target && d.Case == cas && d.Role == "ours" {
+			return d
+		}
+	}
+	return nil
+}
+
+func ms(v float64) string {
+	switch {
+	case math.IsNaN(v) || v < 0:
+		return "—"
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10:
+		return fmt.Sprintf("%.1f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func ratio(a, b float64) string {
+	if math.IsNaN(a) || math.IsNaN(b) || b == 0 {
+		return "—"
+	}
+	x := a / b
+	if x >= 10 {
+		return fmt.Sprintf("%.1f×", x)
+	}
+	if x < 0.095 {
+		return fmt.Sprintf("%.3g×", x)
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+// Markdown renders the report.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# Benchmark report\n\n")
+	w("- command: `%s`\n- mode: %s\n- date: %s\n- machine: %s\n- Go: %s\n- took: %s", r.Command, r.Mode, r.Date, r.Machine, r.Go, r.Elapsed)
+	if len(r.Durations) > 0 {
+		var parts []string
+		for _, d := range r.Durations {
+			parts = append(parts, d.Scenario+" "+d.Took)
+		}
+		w(" (%s)", strings.Join(parts, ", "))
+	}
+	w("\n\n")
+	if len(r.Notes) > 0 {
+		w("## Notes\n\n")
+		for _, n := range r.Notes {
+			if strings.HasPrefix(n, "NOT MEASURED") {
+				w("- **%s**\n", n)
+			} else {
+				w("- %s\n", n)
+			}
+		}
+		w("\n")
+	}
+	w("## Targets\n\nReported, not asserted. p50 unless said.\n\n| target | want | got | status |\n|---|---|---|---|\n")
+	for _, t := range r.Targets {
+		st := t.Status
+		if st == "MISSED" {
+			st = "**MISSED**"
+		}
+		w("| %s | %s | %s | %s |\n", t.What, t.Want, t.Got, st)
+	}
+	w("\n")
+
+	if ds := r.dists("handover"); len(ds) > 0 {
+		w("## Handover\n\nRelease (Resign, the peer's own release) → the waiting candidate's Campaign returns, in ms. The waiter began waiting 20 ms (churn) or 300 ms (settled) before the release. Each library has two candidates on their own clients; libraries and the floor take turns sample by sample on the same servers. \"ours ÷ this\" divides our p50 by the row's p50 (below 1: ours is faster). The floor is a plain delete → the watch event on another client of the same servers.\n\n")
+		w("| store | regime | library | n | p50 | p90 | p99 | ours ÷ this |\n|---|---|---|---|---|---|---|---|\n")
+		for _, d := range ds {
+			o := r.ours("handover", d.Target, d.Case)
+			rat := ""
+			if d.Role != "ours" && o != nil {
+				rat = ratio(o.Q(0.5), d.Q(0.5))
+			}
+			lib := d.Lib
+			if d.Err != "" {
+				lib += " (error: " + d.Err + ")"
+			}
+			if d.Note != "" {
+				lib += " (" + d.Note + ")"
+			}
+			w("| %s | %s | %s | %d | %s | %s | %s | %s |\n", d.Store, d.Case, lib, len(d.MS), ms(d.Q(0.5)), ms(d.Q(0.9)), ms(d.Q(0.99)), rat)
+		}
+		w("\n")
+	}
+	if ds := r.dists("crash"); len(ds) > 0 {
+		w("## Crash failover\n\nThe leader's connection goes dark (its TCP proxy drops every byte both ways; no release) → the waiting candidate's Campaign returns, in ms. The store must expire the lease or session. Bound: TTL + 0.6 s (etcd), session timeout + 0.5 s (ZooKeeper); \"within\" is checked on the maximum.\n\n")
+		w("| store | TTL | library | n | p50 | p90 | p99 | max | bound | within |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, d := range ds {
+			lib := d.Lib
+			if d.Err != "" {
+				lib += " (error: " + d.Err + ")"
+			}
+			within := "—"
+			if len(d.MS) > 0 {
+				within = "yes"
+				if d.Q(1) > d.Bound {
+					within = "**no**"
+				}
+			}
+			w("| %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", d.Store, d.Case, lib, len(d.MS), ms(d.Q(0.5)), ms(d.Q(0.9)), ms(d.Q(0.99)), ms(d.Q(1)), ms(d.Bound), within)
+		}
+		w("\n")
+	}
+	if len(r.Herd) > 0 {
+		w("## Herd\n\nN candidates wait, each on its own counted client; the leader releases once per handover. Woken: candidates other than the releaser whose client sent a request or got a watch event until things went quiet. Events: watch events delivered to them; requests: requests they sent (renewals not counted). Per handover: mean (max).\n\n")
+		w("| store | library | N | handovers | woken | watch events | requests |\n|---|---|---|---|---|---|---|\n")
+		for _, h := range r.Herd {
+			lib := h.Lib
+			if h.Err != "" {
+				lib += " (error: " + h.Err + ")"
+			}
+			if h.Note != "" {
+				lib += " (" + h.Note + ")"
+			}
+			if !h.Counted {
+				w("| %s | %s | %d | %d | not counted | not counted | not counted |\n", h.Store, lib, h.N, h.Handovers)
+				continue
+			}
+			w("| %s | %s | %d | %d | %s | %s | %s |\n", h.Store, lib, h.N, len(h.Woken), meanMaxI(h.Woken), meanMax64(h.Events), meanMax64(h.Requests))
+		}
+		w("\n")
+	}
+	if len(r.Scale) > 0 {
+		w("## Scale\n\nN candidates of one election over a pool of clients (500 candidates per client for every library that shares clients; client-go and Curator connect each candidate on its own, through its own proxy), lease TTL 30 s on etcd, session timeout 10 s on ZooKeeper (its maximum at tickTime 500 ms). The Campaign calls start as a fleet rolls out: at most 50 started and not yet registered. One leads / all registered: from the first candidate's creation (ms); a size that has not registered within the time limit is reported with what it reached. Steady state: every request, event and renewal on the pool's clients per second, per candidate, over one TTL after registration (renewals of candidates registered together come in bursts). Every case runs on a fresh server. Goroutines and heap: growth of this process per idle candidate after a GC (the servers run in other processes; the harness's own goroutine per waiting Campaign call is included for every library).\n\n")
+		w("| store | N | library | clients | one leads (ms) | all registered (ms) | steady req/s per candidate | goroutines / candidate | heap bytes / candidate |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, s := range r.Scale {
+			lib := s.Lib
+			if s.Err != "" {
+				lib += " (error: " + s.Err + ")"
+			}
+			if s.Note != "" {
+				lib += " (" + s.Note + ")"
+			}
+			rate := "not counted"
+			if s.Counted {
+				rate = fmt.Sprintf("%.4f", s.ReqPerSecCand)
+			}
+			g, h := fmt.Sprintf("%.2f", s.Goroutines), fmt.Sprintf("%.0f", s.HeapBytes)
+			if !s.Measured {
+				g, h = "—", "—"
+			}
+			w("| %s | %d | %s | %d | %s | %s | %s | %s | %s |\n", s.Store, s.N, lib, s.Clients, ms(s.LeadMS), ms(s.RegisteredMS), rate, g, h)
+		}
+		w("\n")
+	}
+	if len(r.InProcess) > 0 {
+		w("## In process\n\n| what | figure | detail |\n|---|---|---|\n")
+		for _, x := range r.InProcess {
+			w("| %s | %s %s | %s |\n", x.What, fmtVal(x.Value), x.Unit, x.Detail)
+		}
+		w("\n")
+	}
+	w("Distributions: distributions.svg (CDF of every handover and crash failover sample); raw samples: samples.json.\n")
+	return b.String()
+}
+
+func fmtVal(v float64) string {
+	if v >= 1e6 {
+		return fmt.Sprintf("%.2f M", v/1e6)
+	}
+	return ms(v)
+}
+
+func meanMaxI(xs []int) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	s, m := 0, xs[0]
+	for _, x := range xs {
+		s += x
+		m = max(m, x)
+	}
+	return fmt.Sprintf("%.1f (%d)", float64(s)/float64(len(xs)), m)
+}
+
+func meanMax64(xs []int64) string {
+	if len(xs) == 0 {
+		return "—"
+	}
+	var s, m int64 = 0, xs[0]
+	for _, x := range xs {
+		s += x
+		m = max(m, x)
+	}
+	return fmt.Sprintf("%.1f (%d)", float64(s)/float64(len(xs)), m)
+}
+
+// Write writes report.md, samples.json and distributions.svg into dir.
+func (r *Report) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(r.Markdown()), 0o644); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "samples.json"), j, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "distributions.svg"), []byte(r.SVG()), 0o644)
+}

@@ -1,0 +1,236 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/electkit/election/bench/internal/conns"
+	"github.com/electkit/election/bench/internal/libs"
+	"github.com/electkit/election/bench/internal/peer"
+	"github.com/electkit/election/bench/internal/servers"
+)
+
+// maxServerRSS stops a scale case whose etcd member has grown past it: the
+// machine is shared, and a member that large is the finding.
+const maxServerRSS = 6 << 30
+
+// perClient is how many candidates share one client in the scale scenario.
+const perClient = 500
+
+// scaleWindow bounds how many started candidates may be not yet
+// registered.
+const scaleWindow = 50
+
+// scaleTTL is the lease TTL / session timeout in the scale scenario: long,
+// so that a store busy registering thousands does not expire the early
+// ones (and the steady state is the idle rate of a long-lived fleet).
+// ZooKeeper's is its servers' maximum at a 500 ms tick, 10 s.
+func scaleTTL(store libs.Store) time.Duration {
+	if store == libs.ZK {
+		return 10 * time.Second
+	}
+	return 30 * time.Second
+}
+
+func (r *run) scale(ctx context.Context) error {
+	for _, t := range []target{etcd1, zk1} {
+		if t.store == libs.ZK {
+			if err := servers.ZKAvailable(); err != nil {
+				r.rep.note(fmt.Sprintf("scale on %s: %v", t.title, err))
+				continue
+			}
+		}
+		for _, n := range r.sz.scaleNs {
+			for _, e := range r.libsOf(t.store, libs.Ours, libs.Peer) {
+				pool := (n + perClient - 1) / perClient
+				if e.OwnConnections {
+					pool = n
+				}
+				s := &ScaleRow{Target: t.key, Store: t.title, Lib: e.Name, Role: string(e.Role), N: n, Clients: pool, RegisteredMS: -1, LeadMS: -1}
+				r.rep.Scale = append(r.rep.Scale, s)
+				r.logf("scale on %s (a fresh server): %s, %d candidates over %d clients", t.title, e.Name, n, pool)
+				// Every case gets a fresh server: what one library left
+				// behind (memory, a compaction backlog) must not weigh on
+				// the next.
+				env, stop, err := r.privateServer(t)
+				if err != nil {
+					s.Err = err.Error()
+					continue
+				}
+				env.Conns = conns.Options{Counted: true, Pool: pool}
+				env.Scenario = "scale"
+				if e.MaxCandidates > 0 && n > e.MaxCandidates {
+					s.Note = fmt.Sprintf("skipped: at most %d candidates for this library", e.MaxCandidates)
+					stop()
+					continue
+				}
+				if err := r.scaleOne(ctx, e, env, s); err != nil {
+					s.Err = err.Error()
+				}
+				stop()
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func heapNow() (uint64, int) {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc, runtime.NumGoroutine()
+}
+
+func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *ScaleRow) error {
+	lib, err := e.New(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer lib.Close()
+	if l, ok := lib.(peer.Limited); ok && s.N > l.MaxCandidates() {
+		s.Note = fmt.Sprintf("skipped: the adapter runs at most %d candidates", l.MaxCandidates())
+		return nil
+	}
+	name := fmt.Sprintf("/bench/scale/%s/%s/%d", s.Target, slug(e.Name), s.N)
+	census, hasCensus := lib.(peer.Census)
+	if hasCensus { // its connection is made now, outside the measurement
+		if _, err := census.Registered(ctx, name); err != nil {
+			return fmt.Errorf("census: %w", err)
+		}
+	}
+	h0, g0 := heapNow()
+	start := time.Now()
+	cs, err := makeCandidates(ctx, lib, name, s.N, scaleTTL(e.Store))
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	camp := newCampaigns(len(cs))
+	defer func() {
+		cancel()
+		r.logf("  closing the candidates")
+		closeAll(cs)
+		camp.wg.Wait()
+	}()
+	patience := r.sz.scalePatience
+	deadline := time.Now().Add(patience)
+	led, registered := false, !hasCensus
+	r.logf("  %d candidates made in %v", s.N, time.Since(start).Round(time.Millisecond))
+	// Start the Campaign calls with at most scaleWindow of them not yet
+	// registered, as a fleet rolls out, rather than all in the same
+	// millisecond (which makes a single etcd member refuse requests).
+	lastLog, have := time.Now(), 0
+	count := func() (int, error) {
+		if !hasCensus {
+			return -1, errors.New("no census")
+		}
+		c, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		return census.Registered(c, name)
+	}
+	tooBig := func() bool {
+		rss := r.serverRSS()
+		if rss > maxServerRSS {
+			if n, err := count(); err == nil {
+				have = n
+			}
+			s.Note = fmt.Sprintf("stopped: the etcd member grew to %.1f GiB with %d of %d registered after %v", float64(rss)/(1<<30), have, s.N, time.Since(start).Round(time.Second))
+			return true
+		}
+		return false
+	}
+	for i, c := range cs {
+		for hasCensus && i-have >= scaleWindow && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			if n, err := count(); err == nil {
+				have = n
+			}
+			if time.Since(lastLog) > 5*time.Second {
+				r.logf("  %d started, %d registered", i, have)
+				lastLog = time.Now()
+			}
+			if tooBig() {
+				return nil
+			}
+		}
+		camp.start(cctx, i, c)
+	}
+	for !(led && registered) {
+		if time.Now().After(deadline) {
+			if n, err := count(); err == nil {
+				have = n
+			}
+			s.Note = fmt.Sprintf("only %d of %d registered within %v", have, s.N, patience)
+			break
+		}
+		if !led {
+			select {
+			case <-camp.won:
+				led = true
+				s.LeadMS = float64(time.Since(start).Microseconds()) / 1000
+			default:
+			}
+		}
+		if tooBig() {
+			return nil
+		}
+		if !registered {
+			n, err := count()
+			if err == nil {
+				have = n
+			}
+			if err == nil && n >= s.N {
+				registered = true
+				s.RegisteredMS = float64(time.Since(start).Microseconds()) / 1000
+			}
+			if time.Since(lastLog) > 5*time.Second {
+				f, ferr := camp.failed()
+				r.logf("  %d of %d registered (led: %v; %d campaigns failed, the first: %v)", have, s.N, led, f, ferr)
+				lastLog = time.Now()
+			}
+		}
+		if !(led && registered) {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	r.logf("  one led after %s ms, all registered after %s ms", ms(s.LeadMS), ms(s.RegisteredMS))
+	settle := time.Second
+	if r.cfg.Short {
+		settle = 100 * time.Millisecond
+	}
+	time.Sleep(settle) // let the registration's stragglers settle
+	h1, g1 := heapNow()
+	s.HeapBytes = (float64(h1) - float64(h0)) / float64(s.N)
+	s.Goroutines = float64(g1-g0) / float64(s.N)
+	s.Measured = led && registered
+	if c, ok := lib.(peer.Counter); ok && led && registered {
+		s.Counted = true
+		window := r.sz.steadyWindow
+		if window == 0 { // one renewal period at least: the renewals come in bursts
+			window = scaleTTL(e.Store)
+		}
+		c0, t0 := c.Counts(), time.Now()
+		select {
+		case <-time.After(window):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		d, el := c.Counts().Sub(c0), time.Since(t0).Seconds()
+		s.ReqPerSecCand = float64(d.Requests+d.Events+d.Renewals) / el / float64(s.N)
+	}
+	if ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	if n, err := camp.failed(); n > 0 {
+		s.Note = strings.TrimPrefix(s.Note+fmt.Sprintf("; %d Campaign calls failed and were called again, the first: %v", n, err), "; ")
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package harness
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/electkit/election/bench/internal/libs"
+)
+
+// Regime names, as the handover cases are called.
+const (
+	churn   = "churn: waited 20 ms"
+	settled = "settled: waited 300 ms"
+)
+
+func (r *Report) add(what, want, got string, ok bool, measured bool) {
+	st := "met"
+	switch {
+	case !measured:
+		st = "not measured"
+	case !ok:
+		st = "MISSED"
+	}
+	r.Targets = append(r.Targets, &Target{What: what, Want: want, Got: got, Status: st})
+}
+
+// evaluate fills Targets from the figures.
+func (r *Report) evaluate() {
+	r.Targets = nil
+	p50 := func(d *Dist) float64 {
+		if d == nil || len(d.MS) == 0 {
+			return math.NaN()
+		}
+		return d.Q(0.5)
+	}
+	// Handover p50 ≤ 2 ms on single-member etcd and standalone ZooKeeper.
+	for _, t := range []target{etcd1, zk1} {
+		for _, c := range []string{churn, settled} {
+			o := p50(r.ours("handover", t.key, c))
+			r.add(fmt.Sprintf("handover, %s, %s", t.title, c), "p50 ≤ 2 ms", ms(o)+" ms", o <= 2, !math.IsNaN(o))
+		}
+	}
+	// Against the peers, on every store the handover ran on.
+	type cmp struct {
+		peer     string
+		store    libs.Store
+		cas      string
+		want     string
+		factor   float64 // peer p50 / ours p50 must be ≥ factor
+		targets2 []target
+	}
+	cmps := []cmp{
+		{libs.ConcurrencyName, libs.Etcd, churn, "≥ 20× faster than concurrency.Election", 20, []target{etcd1, etcd3}},
+		{libs.ConcurrencyName, libs.Etcd, settled, "no slower than concurrency.Election", 1, []target{etcd1, etcd3}},
+		{libs.ClientGoName, libs.Etcd, churn, "≥ 100× faster than client-go (defaults)", 100, []target{etcd1, etcd3}},
+		{libs.ClientGoName, libs.Etcd, settled, "≥ 100× faster than client-go (defaults)", 100, []target{etcd1, etcd3}},
+		{libs.CuratorName, libs.ZK, churn, "no slower than Curator LeaderLatch", 1, []target{zk1, zk3}},
+		{libs.CuratorName, libs.ZK, settled, "no slower than Curator LeaderLatch", 1, []target{zk1, zk3}},
+	}
+	for _, c := range cmps {
+		for _, t := range c.targets2 {
+			o := p50(r.ours("handover", t.key, c.cas))
+			p := p50(r.find("handover", t.key, c.cas, c.peer))
+			got := fmt.Sprintf("ours %s ms, %s %s ms (theirs ÷ ours %s)", ms(o), c.peer, ms(p), ratio(p, o))
+			if math.IsNaN(p) {
+				got = c.peer + " not measured"
+			}
+			r.add(fmt.Sprintf("handover, %s, %s", t.title, c.cas), c.want, got, p/o >= c.factor, !math.IsNaN(o) && !math.IsNaN(p))
+		}
+	}
+	// Crash failover: every library's maximum within the bound.
+	for _, d := range r.dists("crash") {
+		if d.Role != "ours" {
+			continue
+		}
+		mx := math.NaN()
+		if len(d.MS) > 0 {
+			mx = d.Q(1)
+		}
+		r.add(fmt.Sprintf("crash failover, %s, %s", d.Store, d.Case), "max ≤ "+ms(d.Bound)+" ms", ms(mx)+" ms (p50 "+ms(p50(d))+")", mx <= d.Bound, !math.IsNaN(mx))
+	}
+	// Herd: ≤ 2 woken per handover.
+	for _, h := range r.Herd {
+		if h.Role != "ours" {
+			continue
+		}
+		m := -1
+		for _, w := range h.Woken {
+			m = max(m, w)
+		}
+		r.add(fmt.Sprintf("herd, %s, N = %d", h.Store, h.N), "≤ 2 woken per handover", fmt.Sprintf("max %d woken", m), m >= 0 && m <= 2, m >= 0 && h.Counted)
+	}
+	// Memory within 1.5× of concurrency.Election.
+	for _, s := range r.Scale {
+		if s.Role != "ours" || s.Store != etcd1.title {
+			continue
+		}
+		for _, p := range r.Scale {
+			if p.Lib == libs.ConcurrencyName && p.N == s.N && p.Target == s.Target {
+				if !s.Measured || !p.Measured {
+					r.add(fmt.Sprintf("memory per idle candidate, %s, N = %d", s.Store, s.N), "heap ≤ 1.5× concurrency.Election's", "not all registered (see Scale)", false, false)
+					continue
+				}
+				r.add(fmt.Sprintf("memory per idle candidate, %s, N = %d", s.Store, s.N), "heap ≤ 1.5× concurrency.Election's",
+					fmt.Sprintf("%.0f B vs %.0f B (%s); goroutines %.2f vs %.2f", s.HeapBytes, p.HeapBytes, ratio(s.HeapBytes, p.HeapBytes), s.Goroutines, p.Goroutines),
+					s.HeapBytes <= 1.5*p.HeapBytes, true)
+			}
+		}
+	}
+}

@@ -1,0 +1,117 @@
+// Package ours measures this module's own store backends, backend/etcd and
+// backend/zk, through the benchmarks' one shape of a library (peer).
+package ours
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/etcd"
+	"github.com/electkit/election/backend/zk"
+	"github.com/electkit/election/bench/internal/conns"
+	"github.com/electkit/election/bench/internal/peer"
+)
+
+// NewEtcd returns backend/etcd against the etcd cluster at endpoints, its
+// candidates connected as o says.
+func NewEtcd(endpoints []string, o conns.Options) peer.Library {
+	return &library{name: "backend/etcd", d: conns.NewEtcd(endpoints, o)}
+}
+
+// NewZK returns backend/zk against the ZooKeeper servers, its candidates
+// connected as o says; a candidate's session timeout is its ttl.
+func NewZK(servers []string, o conns.Options) peer.Library {
+	return &library{name: "backend/zk", d: conns.NewZK(servers, o), zk: true}
+}
+
+type library struct {
+	name string
+	d    *conns.Dialer
+	zk   bool
+
+	mu     sync.Mutex
+	census *conns.Conn
+}
+
+func (l *library) Name() string { return l.name }
+
+func (l *library) NewCandidate(ctx context.Context, name, id string, ttl time.Duration) (peer.Candidate, error) {
+	c, err := l.d.Get(ttl)
+	if err != nil {
+		return nil, err
+	}
+	opts := []election.Option{election.WithID(id), election.WithTTL(ttl)}
+	var e election.Elector
+	if l.zk {
+		e, err = zk.New(c.ZK, name, opts...)
+	} else {
+		e, err = etcd.New(c.Etcd, name, opts...)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &candidate{e: e, c: c}, nil
+}
+
+// Registered counts the candidates' keys (etcd) or nodes (zk) of the
+// election.
+func (l *library) Registered(ctx context.Context, name string) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.census == nil {
+		c, err := l.d.Plain(10 * time.Second)
+		if err != nil {
+			return 0, err
+		}
+		l.census = c
+	}
+	return conns.Census(ctx, l.census, name)
+}
+
+func (l *library) Counts() peer.Counts { return l.d.Counts() }
+
+func (l *library) Close() error {
+	l.mu.Lock()
+	if l.census != nil {
+		l.census.Close()
+		l.census = nil
+	}
+	l.mu.Unlock()
+	return l.d.Close()
+}
+
+type candidate struct {
+	e       election.Elector
+	c       *conns.Conn
+	crashed bool
+}
+
+func (c *candidate) Campaign(ctx context.Context) (int64, error) {
+	_, err := c.e.Campaign(ctx)
+	return peer.Mono(), err
+}
+
+func (c *candidate) Release(ctx context.Context) (int64, error) {
+	t := peer.Mono()
+	return t, c.e.Resign(ctx)
+}
+
+func (c *candidate) Crash() (int64, error) {
+	c.crashed = true
+	return c.c.Cut()
+}
+
+func (c *candidate) Counts() peer.Counts { return c.c.Counts() }
+
+func (c *candidate) Close() error {
+	if c.crashed { // its connection first: the Elector's Close then fails fast
+		c.c.Close()
+		return c.e.Close()
+	}
+	err := c.e.Close()
+	c.c.Close()
+	return err
+}
