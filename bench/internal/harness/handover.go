@@ -227,6 +227,12 @@ func (f *floor) sample(ctx context.Context, wait time.Duration) (time.Duration, 
 		if _, err := f.a.ZK.Create(f.key, nil, gozk.FlagEphemeral, gozk.WorldACL(gozk.PermAll)); err != nil {
 			return 0, err
 		}
+		// b may be connected to another server of an ensemble, which may
+		// not have applied the create yet: Sync catches that server up
+		// first, so the watch is set on the node, not on its absence.
+		if _, err := f.b.ZK.Sync(f.key); err != nil {
+			return 0, fmt.Errorf("floor: sync: %w", err)
+		}
 		ok, _, ev, err := f.b.ZK.ExistsW(f.key)
 		if err != nil || !ok {
 			return 0, fmt.Errorf("floor: exists %v: %v", ok, err)
