@@ -88,10 +88,11 @@ type Dialer struct {
 	servers   []string // zk
 	zk        bool
 
-	mu     sync.Mutex // guards pool, next, closed
+	mu     sync.Mutex // guards pool, next, closed, census
 	pool   []*Conn
 	next   int
 	closed bool
+	census *Conn // a Plain connection of the dialer's own, for Registered
 
 	cmu      sync.Mutex // guards counters
 	counters []*instrument.Counter
@@ -203,11 +204,31 @@ func (d *Dialer) Counts() peer.Counts {
 	return s
 }
 
-// Close closes the pool.
+// Registered counts the candidates registered in the election name (see
+// Census) through a Plain connection the dialer opens on first use and
+// keeps until Close.
+func (d *Dialer) Registered(ctx context.Context, name string) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.census == nil {
+		c, err := d.Plain(10 * time.Second)
+		if err != nil {
+			return 0, err
+		}
+		d.census = c
+	}
+	return Census(ctx, d.census, name)
+}
+
+// Close closes the pool and the census connection.
 func (d *Dialer) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true
+	if d.census != nil {
+		d.census.Close()
+		d.census = nil
+	}
 	for _, c := range d.pool {
 		c.Shared = false
 		c.Close()

@@ -6,7 +6,6 @@ package concurrency
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -24,9 +23,7 @@ func New(endpoints []string, o conns.Options) peer.Library {
 }
 
 type library struct {
-	d      *conns.Dialer
-	mu     sync.Mutex
-	census *conns.Conn
+	d *conns.Dialer
 }
 
 func (l *library) Name() string { return Name }
@@ -47,29 +44,12 @@ func (l *library) NewCandidate(ctx context.Context, name, id string, ttl time.Du
 
 // Registered counts the candidates' keys under name + "/".
 func (l *library) Registered(ctx context.Context, name string) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.census == nil {
-		c, err := l.d.Plain(10 * time.Second)
-		if err != nil {
-			return 0, err
-		}
-		l.census = c
-	}
-	return conns.Census(ctx, l.census, name)
+	return l.d.Registered(ctx, name)
 }
 
 func (l *library) Counts() peer.Counts { return l.d.Counts() }
 
-func (l *library) Close() error {
-	l.mu.Lock()
-	if l.census != nil {
-		l.census.Close()
-		l.census = nil
-	}
-	l.mu.Unlock()
-	return l.d.Close()
-}
+func (l *library) Close() error { return l.d.Close() }
 
 type candidate struct {
 	s       *concurrency.Session

@@ -4,7 +4,6 @@ package ours
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/electkit/election"
@@ -30,9 +29,6 @@ type library struct {
 	name string
 	d    *conns.Dialer
 	zk   bool
-
-	mu     sync.Mutex
-	census *conns.Conn
 }
 
 func (l *library) Name() string { return l.name }
@@ -59,29 +55,12 @@ func (l *library) NewCandidate(ctx context.Context, name, id string, ttl time.Du
 // Registered counts the candidates' keys (etcd) or nodes (zk) of the
 // election.
 func (l *library) Registered(ctx context.Context, name string) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.census == nil {
-		c, err := l.d.Plain(10 * time.Second)
-		if err != nil {
-			return 0, err
-		}
-		l.census = c
-	}
-	return conns.Census(ctx, l.census, name)
+	return l.d.Registered(ctx, name)
 }
 
 func (l *library) Counts() peer.Counts { return l.d.Counts() }
 
-func (l *library) Close() error {
-	l.mu.Lock()
-	if l.census != nil {
-		l.census.Close()
-		l.census = nil
-	}
-	l.mu.Unlock()
-	return l.d.Close()
-}
+func (l *library) Close() error { return l.d.Close() }
 
 type candidate struct {
 	e       election.Elector
