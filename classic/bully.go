@@ -1,7 +1,7 @@
-// Bully election (Garcia-Molina), following the rules of the seeds: lecture 08
-// "Bully LE" (Misra), the notebook's "Bully Algorithm" and the slides' BE.
+// Bully election [GarciaMolina], following the rules of the sources: [Misra]
+// "Bully LE", [Notebook] "Bully Algorithm" and [Pedersen]'s BE.
 //
-// The rules, as the seeds state them:
+// The rules, as the sources state them:
 //
 //   - All processes know each other's ranks (Config.Members).
 //   - "When a process finds the coordinator has failed via the failure
@@ -29,7 +29,7 @@
 //     lowest node initiates in a fresh cluster, all alive: (N−1)+(N−2)+…+1 =
 //     N(N−1)/2 Election, as many OK, N−1 Coordinator, N²−1 in all.
 //
-// What this file adds to the seeds, and why:
+// What this file adds to the sources, and why:
 //
 //   - "Knows it is the highest" means every higher-ranked member is known
 //     dead: the leader whose heartbeat timed out, and the higher members that
@@ -56,7 +56,7 @@
 //     (not as dead), and a new leader sends its Coordinator to the lower
 //     members and to the higher ones it knows are alive but not standing, so
 //     those learn the leader too (with no ineligible node, these are the
-//     seeds' messages exactly). When an ineligible node must hold an election
+//     sources' messages exactly). When an ineligible node must hold an election
 //     it sends Election{Cand: zero Rank} ("no candidate"; an eligible node's
 //     Election carries its own rank) to every member: it cannot stand, and the
 //     best eligible node may rank below it. If no one answers OK in time there
@@ -76,7 +76,7 @@
 // highest known epoch + 1. A node keeps its highest epoch across Recover and
 // forgets everything else.
 //
-// The seeds let a recovered top node announce at once, which could reuse an
+// The sources let a recovered top node announce at once, which could reuse an
 // epoch: it may have missed leaderships while it was down. So a node whose
 // knowledge is unconfirmed (new, or recovered, and it has not adopted or
 // announced a leadership since) asks before it announces: it sends
@@ -90,7 +90,7 @@
 // member's Coordinator instead of announcing itself, so two nodes do not
 // announce the same epoch at once; and one that learns a higher epoch after
 // answering a query (an announcement was in flight) sends the asker an
-// updated Ack. This adds only Heartbeat/Ack traffic, so the seeds' counts of
+// updated Ack. This adds only Heartbeat/Ack traffic, so the sources' counts of
 // Election/OK/Coordinator hold.
 //
 // The rule for a Coordinator{L, e} that is stale for its receiver (e below

@@ -1,8 +1,8 @@
-// Chubby's quorum lease election, following the rules of the seeds: lecture
-// 08 "Election in Google Chubby" (Gupta) and the notes' "Paxos-like solution
-// in Google Chubby".
+// Chubby's quorum lease election [Burrows], following the rules of the
+// sources: [Gupta] "Election in Google Chubby" and [Notes] "Paxos-like
+// solution in Google Chubby".
 //
-// The rules, as the seeds state them:
+// The rules, as the sources state them:
 //
 //   - "A potential leader tries to get votes from other servers": a
 //     candidate takes a new term (one above the highest it has seen) and
@@ -40,13 +40,13 @@
 // each renewal round 2(N−1) Heartbeat/Ack, counted apart as keepalive
 // traffic.
 //
-// What this file adds to the seeds, and why:
+// What this file adds to the sources, and why:
 //
 //   - Who stands, and when: a replica without master whose promise has run
 //     out stands after HeartbeatTicks·(1 + k), k its place in the rank order
 //     counted from the best, so that candidates rarely collide and the
 //     best live replica usually wins; a candidate without a majority within
-//     TimeoutTicks stands again later. The seeds leave this to Paxos. A
+//     TimeoutTicks stands again later. The sources leave this to Paxos. A
 //     better replica does not preempt a master that keeps its lease: the
 //     lease is the point.
 //   - A replica that recovers has lost its promise: it votes for no one for a

@@ -1,4 +1,4 @@
-// Package classic holds the leader-election algorithms of the seeds as pure
+// Package classic holds the classic leader-election algorithms as pure
 // state machines, in the style of etcd-io/raft: a node has no goroutines, no
 // clock and no I/O. It takes a message or a tick (an abstract unit of time)
 // and hands back the messages to send; its View says whom it believes
@@ -11,13 +11,68 @@
 // node.
 //
 // Every node has an ID and an election attribute (Attr); nodes are ranked by
-// (Attr, ID) and the best live, eligible node wins, as in the seeds. Each
+// (Attr, ID) and the best live, eligible node wins, as in the sources. Each
 // leadership carries an epoch that strictly increases: a new leader
 // announces one more than the highest epoch it has seen, and a node keeps
 // the highest epoch across crashes (its only stable state), so epochs can
 // serve as fencing tokens.
 //
 // This package imports nothing of the project.
+//
+// # Algorithms
+//
+//   - [Ring]: Chang–Roberts on a unidirectional ring [ChangRoberts] as taught
+//     in [Misra] and [Notebook]; 2N to 3N−1 messages.
+//   - [LCR]: the ring election of [VanSteen] as the slides of [Pedersen]
+//     adopt it; the Election message collects the live members; always 2N.
+//   - [Bully]: Garcia-Molina's bully [GarciaMolina] as taught in [Misra],
+//     [Notebook] and [Pedersen]; O(N²) worst, N−2 best.
+//   - [HS]: Hirschberg–Sinclair on a bidirectional ring [HirschbergSinclair]
+//     as in [Pedersen]; O(n log n).
+//   - [Tree]: the ad hoc network tree election [VKT] as in [Pedersen].
+//   - [Chubby]: a quorum-granted master lease [Burrows] as in [Gupta] and
+//     [Notes].
+//   - [Zab]: ZooKeeper's sequence/successor election [Hunt] as in [Gupta] and
+//     [Notes].
+//
+// # Sources
+//
+// The files cite these by the key in brackets; "the sources" in a file's
+// doc means the course material listed first, whose rules each algorithm
+// follows to the letter (quoted where it matters).
+//
+//   - [Misra]: Rajiv Misra, "Leader Election (Ring LE & Bully LE)", lecture 8
+//     of Cloud Computing and Distributed Systems, IIT Patna (transcript; times
+//     such as "16:50" point into it).
+//   - [Notebook]: "Leader Election", a course notebook on the ring and bully
+//     algorithms with worked examples (sections "Ring Election", "Bully
+//     Algorithm", "Predecessor Detection").
+//   - [Gupta]: Indranil Gupta, "Leader Election, Lecture C: Election in Chubby
+//     and ZooKeeper", Cloud Computing Concepts.
+//   - [Notes]: lecture notes on leader election in the cloud ("Paxos-like
+//     solution in Google Chubby", "Paxos-like solution in Zookeeper").
+//   - [Pedersen]: Christian Fischer Pedersen, "Leader Election", slides of
+//     Distributed Systems, Aarhus University, 2020 (bully, LeLann–Chang–Roberts,
+//     election in mobile ad hoc networks, Hirschberg–Sinclair).
+//   - [ChangRoberts]: Ernest Chang and Rosemary Roberts, "An improved
+//     algorithm for decentralized extrema-finding in circular configurations
+//     of processes", Communications of the ACM 22(5), 1979.
+//   - [GarciaMolina]: Hector Garcia-Molina, "Elections in a Distributed
+//     Computing System", IEEE Transactions on Computers C-31(1), 1982.
+//   - [HirschbergSinclair]: D. S. Hirschberg and J. B. Sinclair,
+//     "Decentralized extrema-finding in circular configurations of
+//     processors", Communications of the ACM 23(11), 1980.
+//   - [VKT]: Sudarshan Vasudevan, Jim Kurose and Don Towsley, "Design and
+//     Analysis of a Leader Election Algorithm for Mobile Ad Hoc Networks",
+//     ICNP 2004.
+//   - [VanSteen]: Maarten van Steen and Andrew S. Tanenbaum, "Distributed
+//     Systems", 3rd edition, 2017, section 6.4 (Figure 6.22: the ad hoc
+//     network election).
+//   - [Burrows]: Mike Burrows, "The Chubby lock service for loosely-coupled
+//     distributed systems", OSDI 2006.
+//   - [Hunt]: Patrick Hunt, Mahadev Konar, Flavio P. Junqueira and Benjamin
+//     Reed, "ZooKeeper: Wait-free coordination for Internet-scale systems",
+//     USENIX ATC 2010.
 package classic
 
 import (
@@ -55,7 +110,7 @@ func (r Rank) String() string {
 // Kind names a message type. Message counts are reported per Kind.
 type Kind string
 
-// The kinds of the seeds' algorithms. Election traffic is what the seeds
+// The kinds of the sources' algorithms. Election traffic is what the sources
 // count; Heartbeat and Ack are failure-detector traffic, counted apart.
 const (
 	Election    Kind = "Election"    // ring, bully: an election run
@@ -196,7 +251,7 @@ type Node interface {
 	// Tick advances the node's time by one tick: timeouts, heartbeats.
 	Tick() []Message
 	// Recover restarts the node after a crash: it keeps only its highest
-	// epoch and rejoins as the seeds say (the bully holds an election).
+	// epoch and rejoins as the sources say (the bully holds an election).
 	Recover() []Message
 	// SetEligible makes the node stand for election or not. An ineligible
 	// node stays alive and relays messages but never becomes leader; when

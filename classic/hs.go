@@ -1,7 +1,7 @@
-// Hirschberg–Sinclair election on a bidirectional ring (slides 004, "HS"),
-// O(n log n) messages.
+// Hirschberg–Sinclair election on a bidirectional ring [HirschbergSinclair],
+// following [Pedersen] ("HS"): O(n log n) messages.
 //
-// The rules, as the seeds state them:
+// The rules, as the sources state them:
 //
 //   - Elections run in phases k = 0, 1, 2, …; in phase k a candidate sends
 //     a token (its ID, k, hop d) in both directions, to travel 2^k hops:
@@ -33,7 +33,7 @@
 // each costing at most 4·2^k, so at most 8n; the last phase is at most
 // ⌈log₂ n⌉; the announcement adds n < 4n.
 //
-// The seeds' HS assumes no failures. This node adds the ring's fault model
+// The sources' HS assumes no failures. This node adds the ring's fault model
 // (ring.go), so that it runs in classic/sim's property tests and in
 // backend/inmem: crash-recovery nodes, a failure detector that is perfect
 // while the network is whole (neighbours.go: heartbeats to both
@@ -71,6 +71,7 @@
 //     comes back to it still without one, no node is eligible, and it
 //     closes the run with Elected{Cand: zero Rank}. With every node
 //     eligible, no wake-up is ever sent.
+
 package classic
 
 import (

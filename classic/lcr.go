@@ -1,8 +1,8 @@
-// LCR, the ring election as van Steen's book tells it (the slides' "LCR",
-// slides 004, "we will adhere to the book"): the Election message collects
+// LCR, the ring election as [VanSteen] tells it ([Pedersen]'s "LCR": "we
+// will adhere to the book"): the Election message collects
 // the live members instead of carrying one candidate.
 //
-// The rules, as the seeds state them:
+// The rules, as the sources state them:
 //
 //   - "Processes are arranged in a logical unidirectional ring"; "all
 //     processes know the structure of the ring" (Config.Members, in ring
@@ -20,7 +20,7 @@
 //     Election, one of Coordinator (lcr_test.go asserts it for every
 //     initiator position, and the simulator's count tests again).
 //
-// What this file adds to the seeds, and why:
+// What this file adds to the sources, and why:
 //
 //   - Best by rank. The Election also carries Cand, the best eligible rank
 //     in its list so far (the zero Rank if none), so an ineligible node can
@@ -56,6 +56,7 @@
 //     receiver initiates, and its Election carries the higher epoch round.
 //   - Eligibility: as in ring.go; an election whose list has no eligible
 //     member closes with Coordinator{Cand: zero Rank} (no leader).
+
 package classic
 
 import (

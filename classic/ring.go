@@ -1,7 +1,7 @@
-// Ring election (Chang–Roberts), following the rules of the seeds: lecture 08
-// "Ring LE" (Misra), the notebook's "Ring Election" and the slides' LCR.
+// Ring election [ChangRoberts], following the rules of the sources: [Misra]
+// "Ring LE", [Notebook] "Ring Election" and [Pedersen]'s LCR.
 //
-// The rules, as the seeds state them:
+// The rules, as the sources state them:
 //
 //   - Messages go clockwise: member i sends to member i+1 mod N (Config.Members
 //     order), skipping members it takes for dead.
@@ -17,7 +17,7 @@
 //   - Multiple initiators: "each process remembers the initiator of each
 //     election message it receives and suppresses the election messages of
 //     any lower-id initiators", so only the highest initiator's run completes.
-//   - Failures (lecture 16:50, notebook "Predecessor Detection"): the
+//   - Failures ([Misra] at 16:50, [Notebook] "Predecessor Detection"): the
 //     predecessor of a dead node detects it and re-initiates; a node "can time
 //     out waiting between Election and Elected", "or if it gets an
 //     (Elected:80) message but knows 80 has failed" it re-initiates.
@@ -28,12 +28,12 @@
 // is the would-be leader's successor, and in general 2N + d, d the number of
 // hops from the initiator to the best node (ring_test.go asserts these).
 //
-// What this file adds to the seeds, and why:
+// What this file adds to the sources, and why:
 //
 //   - Runs. An election run is named by (Run, Initiator's rank); Start picks
 //     Run = highest run seen + 1. A node taking part in a run suppresses runs
 //     with a lower key and switches to a higher one (resetting "has
-//     forwarded"): this is the seeds' initiator suppression, extended so that
+//     forwarded"): this is the sources' initiator suppression, extended so that
 //     a re-initiation always supersedes a stale run that died with its would-be
 //     leader. A node not taking part in any election joins any run it meets.
 //   - Failure detector: every HeartbeatTicks a node sends Heartbeat to its
@@ -41,7 +41,7 @@
 //     Heartbeat within TimeoutTicks is taken as dead and skipped. If it was
 //     the leader, or an election is running, the node initiates an election.
 //     An Election or Elected whose candidate this node has skipped is dropped
-//     and an election initiated (the notebook's "(Elected:80) but knows 80 has
+//     and an election initiated ([Notebook]: "(Elected:80) but knows 80 has
 //     failed"). A node taking part in an election that sees no Elected within
 //     N·TimeoutTicks (re-armed by every message of the election; a lap is at
 //     most N hops and a hop takes well under TimeoutTicks) initiates again.

@@ -1,9 +1,8 @@
-// Ad hoc network tree election (Vasudevan, Kurose and Towsley, "Design and
-// Analysis of a Leader Election Algorithm for Mobile Ad Hoc Networks", ICNP
-// 2004), following the rules of the seeds: the slides' "Election in mobile ad
-// hoc (MAH) networks" (van Steen's Figure 6.22).
+// Ad hoc network tree election [VKT], following the rules of the sources:
+// [Pedersen] "Election in mobile ad hoc (MAH) networks" ([VanSteen]'s
+// Figure 6.22).
 //
-// The rules, as the seeds state them:
+// The rules, as the sources state them:
 //
 //   - Nodes talk only to their neighbours "within range": a Graph, any
 //     connected topology (NewTree's neighbours).
@@ -32,7 +31,7 @@
 // TreeElection) and N−1 TreeLeader: 4E − N + 1 in all, E the number of edges
 // (tree_test.go asserts it on rings, grids and geometric graphs).
 //
-// What this file adds to the seeds, and why:
+// What this file adds to the sources, and why:
 //
 //   - Superseded elections. A node that gets an Election older than the one
 //     it took part in last answers TreeAck with Seq 2 and its own newer ID: a

@@ -1,12 +1,12 @@
-// ZooKeeper's sequence/successor election, following the rules of the
-// seeds: lecture 08 "Election in Zookeeper" (Gupta) and the notes'
-// "Paxos-like solution in Zookeeper".
+// ZooKeeper's sequence/successor election [Hunt], following the rules of the
+// sources: [Gupta] "Election in Zookeeper" and [Notes] "Paxos-like solution
+// in Zookeeper".
 //
-// The rules, as the seeds state them:
+// The rules, as the sources state them:
 //
 //   - "Each server creates a new sequence number for itself … Elect the
 //     highest-id server as leader." The sequence number is the server's rank
-//     (Attr, ID), fixed by the configuration: the seeds also say "let's say
+//     (Attr, ID), fixed by the configuration: the sources also say "let's say
 //     the sequence numbers are ids".
 //   - "Each process monitors its next-higher id process; if that successor
 //     was the leader and it has failed, become the new leader; else wait for
@@ -35,7 +35,7 @@
 // fencing tokens: a server's view only moves to a higher epoch, and it
 // keeps its ACK, its highest epoch and its last view across crashes.
 //
-// The failure cases of the notes, shown in classic/testdata/zab_*.txt:
+// The failure cases of the notes, shown in classic/sim/testdata/zab_*.txt:
 // several servers send NEW_LEADER at once (in the same epoch, so none may
 // get a majority: each retries after TimeoutTicks, the better ones first);
 // some ACKs get lost (the candidate still needs only a majority, else it
@@ -47,11 +47,11 @@
 // contention costs N−1 NewLeader, N−1 LeaderAck and N−1 Commit, 3(N−1);
 // when the leader crashes only its predecessor stands, (N−1) + (N−2) +
 // (N−1) = 3N−4, where "everyone monitors the master" would start N−1
-// elections at once (the seeds' "flood of elections"). Failure detection is
+// elections at once (the sources' "flood of elections"). Failure detection is
 // one probe per server per HeartbeatTicks, N−1 Heartbeat and N−1 Ack per
 // round, counted apart.
 //
-// What this file adds to the seeds, and why:
+// What this file adds to the sources, and why:
 //
 //   - Message fields: NewLeader carries the candidate's rank (Cand) and
 //     epoch; LeaderAck carries the epoch, Seq 1 for an ACK and 0 for a
@@ -268,7 +268,7 @@ func (z *Zab) news(m *Message) {
 }
 
 // passOver moves past the watched server (dead, or not standing): if it
-// was the leader and died, this server stands at once, as the seeds say.
+// was the leader and died, this server stands at once, as the sources say.
 func (z *Zab) passOver(dead bool) []Message {
 	p := z.at(z.w)
 	z.probing, z.recheckAt = false, 0

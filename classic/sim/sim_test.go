@@ -186,7 +186,6 @@ func TestTraceLevelDoesNotChangeTheRun(t *testing.T) {
 // liar believes, from the start, that leader leads epoch 1.
 type liar struct {
 	id, leader classic.ID
-	up         bool
 }
 
 func (n *liar) ID() classic.ID                         { return n.id }

@@ -15,8 +15,8 @@ import (
 )
 
 // Script-and-transcript tests, in the style of etcd-io/raft's
-// interaction tests: each file under testdata/ (the simulator's own, on toy
-// nodes) and ../testdata/ (the algorithms of package classic) is a script;
+// interaction tests: each file under testdata/ (the simulator's own on toy
+// nodes, toy*.txt, and the algorithms of package classic) is a script;
 // the output of each command is checked against the file. Regenerate with
 //
 //	go test ./classic/sim -run TestTranscripts -rewrite
@@ -85,23 +85,21 @@ func indexOf(ms []classic.Member, id classic.ID) int {
 }
 
 func TestTranscripts(t *testing.T) {
-	for _, dir := range []string{"testdata", filepath.Join("..", "testdata")} {
-		files, err := filepath.Glob(filepath.Join(dir, "*.txt"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if dir == "testdata" && len(files) == 0 {
-			t.Fatal("no transcripts in testdata/")
-		}
-		for _, f := range files {
-			t.Run(filepath.Base(f), func(t *testing.T) {
-				if alg := firstCommand(t, f); algorithms[alg] == nil {
-					t.Fatalf("script starts with %q, not an algorithm", alg)
-				}
-				h := &harness{}
-				datadriven.RunTest(t, f, h.do)
-			})
-		}
+	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 2 {
+		t.Fatalf("%d transcripts in testdata/; want the toy ones and the algorithms'", len(files))
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			if alg := firstCommand(t, f); algorithms[alg] == nil {
+				t.Fatalf("script starts with %q, not an algorithm", alg)
+			}
+			h := &harness{}
+			datadriven.RunTest(t, f, h.do)
+		})
 	}
 }
 

@@ -11,8 +11,9 @@
 //	         and stop it before the lease can lapse
 //	observe  print every change of leader, one line each (or JSON lines)
 //	leader   print the current leader once (exit 3 when there is none)
-//	sim      a classic algorithm (ring, bully) in the seeded simulator, with
-//	         its message counts next to the textbook formulas
+//	sim      a classic algorithm (ring, lcr, bully, hs, tree, chubby, zab) in
+//	         the seeded simulator, with its message counts next to the
+//	         textbook formulas
 //	nemesis  an election under injected faults (kills, pauses, cuts, store
 //	         failures, expired sessions, garbage), its history checked
 //

@@ -112,7 +112,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"sim", "--algorithm", "paxos"}, "--algorithm=paxos: must be one of ring, bully, lcr, hs, tree, chubby, zab"},
 		{[]string{"sim", "--algorithm", "bully", "--nodes", "5000"}, "--nodes=5000: the bully sends about N² messages"},
 		{[]string{"sim", "--nodes", "5", "--crash", "N6"}, "--crash=N6: no node N6: the nodes are N1..N5"},
-		{[]string{"sim", "--nodes", "5", "--crash", "N2,N2"}, "--crash=N2,N2: N2 is listed twice"},
+		{[]string{"sim", "--nodes", "5", "--crash", "N2,N2"}, "--crash=N2,N2: node N2 is listed twice"},
 		{[]string{"sim", "--nodes", "5", "--crash", "5"}, "--crash=5: must leave at least one node up"},
 		{[]string{"sim", "--crash", "all"}, "--crash=all: at least one node must stay up"},
 		{[]string{"sim", "--crash", "x7"}, `--crash=x7: "x7" is neither a count`},

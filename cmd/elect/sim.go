@@ -29,7 +29,7 @@ const (
 	simMaxDelay = 100
 
 	// The failure detector's clockwork, in ticks (as in the transcripts
-	// of classic/testdata). The timeout grows with --delay so that a round
+	// of classic/sim/testdata). The timeout grows with --delay so that a round
 	// trip always fits in it.
 	simHeartbeatTicks = 5
 	simTimeoutTicks   = 20
@@ -236,7 +236,7 @@ func parseNodeSet(s string, n int) (nodeSet, error) {
 			return nodeSet{}, fmt.Errorf("no node N%d: the nodes are N1..N%d", v, n)
 		}
 		if slices.Contains(ids, classic.ID(v)) {
-			return nodeSet{}, fmt.Errorf("N%d is listed twice", v)
+			return nodeSet{}, fmt.Errorf("node N%d is listed twice", v)
 		}
 		ids = append(ids, classic.ID(v))
 	}
