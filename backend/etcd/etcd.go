@@ -48,6 +48,7 @@ type Elector struct {
 	stopBg  context.CancelFunc
 	wg      sync.WaitGroup
 	reads   atomic.Int64 // queue reads issued while waiting (P9: a handover costs O(1) of them)
+	retries retryLimiter // log lines of retried errors outside a candidacy
 
 	mu      sync.Mutex
 	closed  bool
@@ -66,15 +67,27 @@ type candidacy struct {
 
 	stop     chan struct{} // closed when the candidacy is withdrawn
 	stopOnce sync.Once
-	lost     chan struct{} // closed by the keepalive loop when the lease is gone
+	ctx      context.Context // canceled with stop, and by Close: the candidacy's goroutines' requests
+	cancel   context.CancelFunc
+	lost     chan struct{} // closed (once, under Elector.mu) when the lease or the key is gone
 	lostErr  error         // why, set before lost is closed
+	guarded  chan struct{} // closed once guardKey has first checked the key under its watch
+	watched  atomic.Bool   // guardKey's watch is live and the key checked under it (see own.go)
+	retries  retryLimiter  // log lines of retried errors
 	elected  chan struct{} // closed once clock is set
 	clock    *election.LeaseClock
 	renewed  time.Time // send time of the last request etcd confirmed the lease by (guarded by Elector.mu)
 	keyGone  bool      // the key was deleted; only the lease is left to revoke (guarded by Elector.mu)
 }
 
-func (c *candidacy) halt() { c.stopOnce.Do(func() { close(c.stop) }) }
+func (c *candidacy) halt() {
+	c.stopOnce.Do(func() {
+		close(c.stop)
+		if c.cancel != nil {
+			c.cancel()
+		}
+	})
+}
 
 var _ election.Elector = (*Elector)(nil)
 
@@ -181,7 +194,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		return nil, e.storeErr(ctx, "granting a lease", err)
 	}
 	c := &candidacy{lease: g.ID, key: keyName(e.prefix, g.ID), renewed: sent,
-		stop: make(chan struct{}), lost: make(chan struct{}), elected: make(chan struct{})}
+		stop: make(chan struct{}), lost: make(chan struct{}), elected: make(chan struct{}), guarded: make(chan struct{})}
 	resp, err := e.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
 		Then(clientv3.OpPut(c.key, encodeRecord(e.o, e.o.Value), clientv3.WithLease(g.ID))).
@@ -201,9 +214,11 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		e.release(c, nil, true)
 		return nil, election.ErrClosed
 	}
+	c.ctx, c.cancel = context.WithCancel(e.bg)
 	e.cand = c
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go e.keepAlive(c)
+	go e.guardKey(c)
 	e.mu.Unlock()
 	return c, nil
 }
@@ -219,7 +234,7 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 		if err := e.interrupted(ctx, c); err != nil {
 			return nil, err
 		}
-		pred, rev, err := e.predecessor(ctx, c, deleted)
+		pred, predLease, rev, err := e.predecessor(ctx, c, deleted)
 		deleted = 0
 		if err != nil {
 			if ierr := e.interrupted(ctx, c); ierr != nil {
@@ -228,12 +243,19 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 			if errors.Is(err, election.ErrSessionLost) {
 				return nil, err
 			}
+			if e.isFinal(err) {
+				return nil, e.finalErr("reading the queue ahead of "+c.key, err)
+			}
+			e.retryLog(c, "reading the queue", err)
 			if err := e.pause(ctx, c, retryDelay); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		if pred == "" {
+			if err := e.awaitGuard(ctx, c); err != nil {
+				return nil, err
+			}
 			t, err := e.confirm(ctx, c)
 			if err == nil {
 				return t, nil
@@ -246,15 +268,35 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 					return nil, err
 				}
 			}
+			if e.isFinal(err) {
+				return nil, e.finalErr("confirming "+c.key, err)
+			}
+			if !errors.Is(err, errUnwatched) {
+				e.retryLog(c, "confirming leadership", err)
+			}
 			if err := e.pause(ctx, c, retryDelay); err != nil { // a transient failure: read again
 				return nil, err
 			}
 			continue
 		}
-		if deleted, err = e.waitDelete(ctx, c, pred, rev); err != nil {
+		if deleted, err = e.waitDelete(ctx, c, pred, predLease, rev); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// awaitGuard waits until guardKey watches c's key (own.go): a Term is
+// confirmed only under that watch.
+func (e *Elector) awaitGuard(ctx context.Context, c *candidacy) error {
+	select {
+	case <-c.guarded:
+		return nil
+	case <-ctx.Done():
+	case <-e.closing:
+	case <-c.stop:
+	case <-c.lost:
+	}
+	return e.interrupted(ctx, c)
 }
 
 // interrupted reports why waiting must stop, or nil.
@@ -308,7 +350,7 @@ func (e *Elector) pause(ctx context.Context, c *candidacy, d time.Duration) erro
 // Term's deadline, counted from c's last confirmed renewal, already bounds
 // — or someone deletes it. It spares a round of Raft heartbeats
 // (ReadIndex) on the handover path.
-func (e *Elector) predecessor(ctx context.Context, c *candidacy, floor int64) (string, int64, error) {
+func (e *Elector) predecessor(ctx context.Context, c *candidacy, floor int64) (key string, lease, rev int64, err error) {
 	maxRev := c.rev - 1
 	for lagged := false; ; {
 		if !lagged { // the same read again on a member that caught up is not another queue read
@@ -327,23 +369,23 @@ func (e *Elector) predecessor(ctx context.Context, c *candidacy, floor int64) (s
 			Then(clientv3.OpGet(e.prefix, get...)).
 			Commit()
 		if err != nil {
-			return "", 0, err
+			return "", 0, 0, err
 		}
 		if floor > 0 && resp.Header.Revision < floor {
 			floor, lagged = 0, true // that member lags behind the deletion: read linearizably
 			continue
 		}
 		if !resp.Succeeded {
-			return "", 0, fmt.Errorf("%w: key %s (revision %d) is gone: its lease %016x expired or it was deleted",
+			return "", 0, 0, fmt.Errorf("%w: key %s (revision %d) is gone: its lease %016x expired or it was deleted",
 				election.ErrSessionLost, c.key, c.rev, uint64(c.lease))
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
-			return "", resp.Header.Revision, nil
+			return "", 0, resp.Header.Revision, nil
 		}
 		kv := kvs[0]
 		if kv.Lease != 0 {
-			return string(kv.Key), resp.Header.Revision, nil
+			return string(kv.Key), kv.Lease, resp.Header.Revision, nil
 		}
 		e.log.Warn("etcd election: skipping a key without a lease under the election prefix; it never leads",
 			"key", string(kv.Key), "create_revision", kv.CreateRevision)
@@ -352,12 +394,14 @@ func (e *Elector) predecessor(ctx context.Context, c *candidacy, floor int64) (s
 }
 
 // waitDelete watches key from rev+1 until it is deleted (it returns the
-// revision of the deletion), the watch breaks (it returns 0: the caller
-// reads again), or waiting must stop.
-func (e *Elector) waitDelete(ctx context.Context, c *candidacy, key string, rev int64) (int64, error) {
+// revision of the deletion), put again without its lease or under another
+// one (it returns 0: the caller reads again, and skips a key that lost its
+// lease), the watch breaks (0 too), or waiting must stop. A put that keeps
+// the lease (the leader's Proclaim) changes nothing in the queue.
+func (e *Elector) waitDelete(ctx context.Context, c *candidacy, key string, lease, rev int64) (int64, error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := e.cli.Watch(wctx, key, clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	wch := e.cli.Watch(wctx, key, clientv3.WithRev(rev+1))
 	for {
 		select {
 		case wr, ok := <-wch:
@@ -367,6 +411,9 @@ func (e *Elector) waitDelete(ctx context.Context, c *candidacy, key string, rev 
 			for _, ev := range wr.Events {
 				if ev.Type == clientv3.EventTypeDelete {
 					return ev.Kv.ModRevision, nil
+				}
+				if ev.Kv.Lease != lease {
+					return 0, e.interrupted(ctx, c) // read again
 				}
 			}
 		case <-ctx.Done():
@@ -416,6 +463,8 @@ func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, er
 			err = election.ErrClosed
 		case e.cand != c:
 			err = election.ErrResigned
+		case !c.watched.Load():
+			err = errUnwatched // the guard's watch broke: read again once it is back
 		}
 	}
 	if err != nil {
@@ -484,6 +533,7 @@ func (e *Elector) keepAlive(c *candidacy) {
 			tm.Reset(0) // the Term ended: termDone is closed
 			continue
 		}
+		watched := c.watched.Load()
 		sent := iclock.Now()
 		timeout := interval
 		if clock != nil {
@@ -493,7 +543,11 @@ func (e *Elector) keepAlive(c *candidacy) {
 		_, err := e.cli.KeepAliveOnce(ctx, c.lease)
 		cancel()
 		if clock != nil {
-			clock.Renewed(sent, err)
+			counted := err
+			if err == nil && !(watched && c.watched.Load()) {
+				counted = errUnwatched // the lease lives, but a change of the key might have gone unseen
+			}
+			clock.Renewed(sent, counted)
 		}
 		switch {
 		case err == nil:
@@ -503,11 +557,13 @@ func (e *Elector) keepAlive(c *candidacy) {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
 			e.lose(c, fmt.Errorf("%w: lease %016x of key %s expired", election.ErrSessionLost, uint64(c.lease), c.key))
 			return
-		case e.cli.Ctx().Err() != nil:
-			e.lose(c, fmt.Errorf("%w: the etcd client was closed", election.ErrSessionLost))
+		case e.isFinal(err):
+			e.lose(c, e.finalErr(fmt.Sprintf("renewing lease %016x of key %s", uint64(c.lease), c.key), err))
 			return
 		default:
-			e.log.Warn("etcd election: lease keepalive failed", "key", c.key, "err", err)
+			if c.ctx.Err() == nil {
+				e.retryLog(c, "renewing the lease", err)
+			}
 			next = retryDelay
 		}
 		tm.Reset(next)
@@ -533,12 +589,19 @@ func (e *Elector) forget(c *candidacy) {
 	e.mu.Unlock()
 }
 
-// lose records that c's lease is gone and ends its Term, if any. It reads
-// c.clock under the lock that confirm installs it under, so a Term that
-// confirm made while the failed renewal was in flight ends too; confirm
-// refuses to make one after this.
-func (e *Elector) lose(c *candidacy, err error) {
+// lose records that c's lease or key is gone and ends its Term, if any. It
+// reads c.clock under the lock that confirm installs it under, so a Term
+// that confirm made while the failed renewal was in flight ends too;
+// confirm refuses to make one after this. It reports whether this call
+// was the first: only the first cause counts.
+func (e *Elector) lose(c *candidacy, err error) bool {
 	e.mu.Lock()
+	select {
+	case <-c.lost:
+		e.mu.Unlock()
+		return false
+	default:
+	}
 	c.lostErr = err
 	close(c.lost)
 	clock := c.clock
@@ -550,6 +613,7 @@ func (e *Elector) lose(c *candidacy, err error) {
 		clock.End(err)
 	}
 	c.halt()
+	return true
 }
 
 // withdraw ends c if it is still the current candidacy: its Term first (P3:

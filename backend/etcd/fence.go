@@ -64,7 +64,8 @@ func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) 
 		return fmt.Errorf("%w: %w", election.ErrNotLeader, err)
 	}
 	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)).
+		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
+			clientv3.Compare(clientv3.LeaseValue(c.key), "=", c.lease)).
 		Then(clientv3.OpPut(c.key, encodeRecord(e.o, value), clientv3.WithLease(c.lease))).
 		Commit()
 	if err != nil {

@@ -1,0 +1,109 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/electkit/election"
+)
+
+// This file is the one place that decides which errors of etcd end a
+// candidacy and which are waited out.
+//
+// Final: the store refuses this client for good, or this client is gone —
+// permission denied (a role revoked), failed or missing authentication, a
+// request etcd will never accept (too large, too many operations), the
+// client closed. Retrying them would spin silently while the lease runs
+// out, so Campaign returns them (wrapped, with the election's name) and a
+// candidacy that meets one in its renewals or its guard ends with
+// ErrSessionLost carrying the cause.
+//
+// Retried: everything else — no Raft leader, timeouts, too many requests,
+// an unreachable member, a leader change. Each is logged, at most once per
+// retryLogEvery per candidacy with a count of those not logged, so a
+// retry is never silent and never floods the log.
+
+// finalErrors are the etcd errors no retry can cure.
+var finalErrors = []error{
+	rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed, rpctypes.ErrAuthNotEnabled,
+	rpctypes.ErrInvalidAuthToken, rpctypes.ErrInvalidAuthMgmt, rpctypes.ErrUserEmpty,
+	rpctypes.ErrUserNotFound, rpctypes.ErrRoleNotFound,
+	rpctypes.ErrRequestTooLarge, rpctypes.ErrTooManyOps, rpctypes.ErrGRPCNotCapable,
+}
+
+// isFinal reports whether err, from a request of e's client, will not go
+// away by retrying.
+func (e *Elector) isFinal(err error) bool {
+	if e.cli.Ctx().Err() != nil {
+		return true // the client was closed
+	}
+	if err == nil {
+		return false
+	}
+	for _, f := range finalErrors {
+		if errors.Is(err, f) {
+			return true
+		}
+	}
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument:
+		return true
+	}
+	return false
+}
+
+// finalErr wraps a final error for a candidacy that must end: with
+// ErrSessionLost, and ErrClosed's words when the client is gone.
+func (e *Elector) finalErr(what string, err error) error {
+	if e.cli.Ctx().Err() != nil {
+		return fmt.Errorf("%w: %s: the etcd client was closed", election.ErrSessionLost, what)
+	}
+	return fmt.Errorf("%w: etcd election %s: %s: %w", election.ErrSessionLost, e.name, what, err)
+}
+
+// retryLogEvery bounds how often one candidacy logs a retried error.
+const retryLogEvery = 5 * time.Second
+
+// retryLimiter rate-limits a candidacy's retry log lines.
+type retryLimiter struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// retryLog logs that what failed with err and will be retried, unless a
+// line was logged for c less than retryLogEvery ago (then it is counted,
+// and the count goes with the next line).
+func (e *Elector) retryLog(c *candidacy, what string, err error) {
+	l := &e.retries
+	if c != nil {
+		l = &c.retries
+	}
+	l.mu.Lock()
+	now := time.Now()
+	if !l.last.IsZero() && now.Sub(l.last) < retryLogEvery {
+		l.suppressed++
+		l.mu.Unlock()
+		return
+	}
+	n := l.suppressed
+	l.last, l.suppressed = now, 0
+	l.mu.Unlock()
+	key := ""
+	if c != nil {
+		key = c.key
+	}
+	e.log.Warn("etcd election: "+what+" failed; retrying", "name", e.name, "key", key, "err", err, "not_logged_since_last", n)
+}
+
+// ctxDone reports whether err is ctx's own end, to be returned as is.
+func ctxDone(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.Canceled || status.Code(err) == codes.DeadlineExceeded)
+}

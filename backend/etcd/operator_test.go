@@ -1,0 +1,223 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/etcd"
+)
+
+// What another client can do to the leader's key through etcd's normal API,
+// and what it must do to the leader's Term: end it, with ErrSessionLost,
+// before the next candidate's Campaign returns.
+var operatorActions = []struct {
+	name string
+	act  func(ctx context.Context, admin *clientv3.Client, key string, lease int64) error
+}{
+	{"DeleteKey", func(ctx context.Context, admin *clientv3.Client, key string, _ int64) error {
+		_, err := admin.Delete(ctx, key)
+		return err
+	}},
+	{"DeletePrefix", func(ctx context.Context, admin *clientv3.Client, _ string, _ int64) error {
+		_, err := admin.Delete(ctx, "/op/", clientv3.WithPrefix())
+		return err
+	}},
+	{"RevokeLease", func(ctx context.Context, admin *clientv3.Client, _ string, lease int64) error {
+		_, err := admin.Revoke(ctx, clientv3.LeaseID(lease))
+		return err
+	}},
+	{"PutWithoutLease", func(ctx context.Context, admin *clientv3.Client, key string, _ int64) error {
+		_, err := admin.Put(ctx, key, "operator")
+		return err
+	}},
+}
+
+// leaderKey returns the key and lease of the one leased key under prefix
+// with the lowest create revision.
+func leaderKey(t *testing.T, cli *clientv3.Client, prefix string) (string, int64) {
+	t.Helper()
+	resp, err := cli.Get(ctxT(t), prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("reading %s: %v (%d keys)", prefix, err, len(resp.Kvs))
+	}
+	return string(resp.Kvs[0].Key), resp.Kvs[0].Lease
+}
+
+// campaignWatching campaigns with e and reports, together with the
+// outcome, whether other's Term had ended at the instant Campaign returned.
+func campaignWatching(ctx context.Context, e *etcd.Elector, other *election.Term) <-chan struct {
+	result
+	otherEnded bool
+} {
+	ch := make(chan struct {
+		result
+		otherEnded bool
+	}, 1)
+	go func() {
+		t, err := e.Campaign(ctx)
+		ended := other.Err() != nil
+		ch <- struct {
+			result
+			otherEnded bool
+		}{result{t, err, time.Now()}, ended}
+	}()
+	return ch
+}
+
+func TestOperatorEndsTheLeadersTerm(t *testing.T) {
+	eps := startEtcd(t)
+	for _, op := range operatorActions {
+		t.Run(op.name, func(t *testing.T) {
+			admin := newClient(t, eps)
+			a := newElector(t, newClient(t, eps), "/op", "a")
+			b := newElector(t, newClient(t, eps), "/op", "b")
+			ctx := ctxT(t)
+			ta, err := a.Campaign(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rb := campaignWatching(ctx, b, ta)
+			waitKeys(t, admin, "/op/", 2)
+			key, lease := leaderKey(t, admin, "/op/")
+			if err := op.act(ctx, admin, key, lease); err != nil {
+				t.Fatal(err)
+			}
+			var r struct {
+				result
+				otherEnded bool
+			}
+			select {
+			case r = <-rb:
+			case <-time.After(patience):
+				t.Fatal("b never led")
+			}
+			if op.name == "DeletePrefix" {
+				// b's own key went too: b's Campaign fails, and b leads on its next.
+				if !errors.Is(r.err, election.ErrSessionLost) {
+					t.Fatalf("b's Campaign after the prefix went = %v, %v; want ErrSessionLost", r.t, r.err)
+				}
+				if r.t, r.err = b.Campaign(ctx); r.err != nil {
+					t.Fatal(r.err)
+				}
+			} else if r.err != nil {
+				t.Fatal(r.err)
+			} else if !r.otherEnded {
+				t.Errorf("a's Term still valid when b's Campaign returned: two valid Terms")
+			}
+			select {
+			case <-ta.Done():
+			case <-time.After(patience):
+				t.Fatal("a's Term never ended")
+			}
+			if !errors.Is(ta.Err(), election.ErrSessionLost) {
+				t.Errorf("a's Term ended with %v, want ErrSessionLost", ta.Err())
+			}
+			if r.t.Token() <= ta.Token() {
+				t.Errorf("b's token %d not above a's %d", r.t.Token(), ta.Token())
+			}
+			if l, err := b.Leader(ctx); err != nil || l.ID != "b" {
+				t.Errorf("Leader() = %v, %v; want b", l, err)
+			}
+			// a's key, if it was left without its lease, is gone once a let go.
+			waitKeys(t, admin, "/op/", 1)
+			// a campaigns again and leads after b.
+			ra := campaignAsync(ctx, a)
+			waitKeys(t, admin, "/op/", 2)
+			if err := b.Resign(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r := await(t, ra); r.err != nil || r.t.Token() <= ta.Token() {
+				t.Fatalf("a campaigning again = %v, %v", r.t, r.err)
+			}
+		})
+	}
+}
+
+// A waiter whose own key another client deletes learns it at once: its
+// Campaign returns ErrSessionLost, and its lease goes.
+func TestOperatorDeletesWaitersKey(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	a := newElector(t, newClient(t, eps), "/opw", "a")
+	b := newElector(t, newClient(t, eps), "/opw", "b", election.WithTTL(10*time.Second))
+	ctx := ctxT(t)
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := campaignAsync(ctx, b)
+	ks := waitKeys(t, admin, "/opw/", 2)
+	resp, err := admin.Get(ctx, ks[1])
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatal(resp, err)
+	}
+	bLease := clientv3.LeaseID(resp.Kvs[0].Lease)
+	if _, err := admin.Delete(ctx, ks[1]); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-rb:
+		if r.t != nil || !errors.Is(r.err, election.ErrSessionLost) {
+			t.Fatalf("b's Campaign = %v, %v; want ErrSessionLost", r.t, r.err)
+		}
+	case <-time.After(time.Second): // well inside b's 10 s lease window
+		t.Fatal("b's Campaign did not learn that its key was deleted")
+	}
+	if ta.Err() != nil {
+		t.Errorf("a's Term ended: %v", ta.Err())
+	}
+	deadline := time.Now().Add(patience)
+	for {
+		ttl, err := admin.TimeToLive(ctx, bLease)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl.TTL == -1 {
+			break // revoked
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's lease still there: TTL %d", ttl.TTL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A leader's key put again without a lease by another client, and the
+// leader then dying without resigning: the election does not stick on a
+// key that can never expire, and Leader agrees with who holds a Term.
+func TestOperatorUnleasedKeyThenLeaderDies(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	ca := newClient(t, eps)
+	a := newElector(t, ca, "/opu", "a")
+	b := newElector(t, newClient(t, eps), "/opu", "b")
+	ctx := ctxT(t)
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := campaignAsync(ctx, b)
+	waitKeys(t, admin, "/opu/", 2)
+	key, _ := leaderKey(t, admin, "/opu/")
+	// a dies first (its client gone, nothing resigns), then the operator
+	// re-puts its key without a lease before the lease expires.
+	ca.Close()
+	if _, err := admin.Put(ctx, key, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if ta.Err() == nil {
+		t.Errorf("a's Term valid while b leads")
+	}
+	if l, err := b.Leader(ctx); err != nil || l.ID != "b" {
+		t.Errorf("Leader() = %v, %v; want b", l, err)
+	}
+}
