@@ -219,6 +219,24 @@ func isAlnum(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
+// MaxQuotedLen bounds how much of a refused value QuoteValue shows.
+const MaxQuotedLen = 64
+
+// QuoteValue formats a refused string for an OptionError's Value: quoted,
+// and cut to its first MaxQuotedLen bytes (at a character boundary) with
+// its length when it is longer, so that an error about a 1 KiB name does
+// not carry the whole name.
+func QuoteValue(s string) string {
+	if len(s) <= MaxQuotedLen {
+		return strconv.Quote(s)
+	}
+	cut := s[:MaxQuotedLen]
+	for len(cut) > 0 && !utf8.ValidString(cut) {
+		cut = cut[:len(cut)-1]
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(cut), len(s))
+}
+
 // OptionError names a refused option or argument. It wraps ErrInvalidOption.
 type OptionError struct {
 	Field  string // the option or argument, e.g. "TTL"

@@ -301,3 +301,14 @@ func TestOptionErrorFormat(t *testing.T) {
 		t.Errorf("Unwrap() = %v, want ErrInvalidOption", e.Unwrap())
 	}
 }
+
+func TestQuoteValueBoundsLongValues(t *testing.T) {
+	if got := QuoteValue("/svc"); got != `"/svc"` {
+		t.Errorf("QuoteValue(short) = %s", got)
+	}
+	long := strings.Repeat("é", 600) // 1,200 bytes
+	got := QuoteValue(long)
+	if len(got) > MaxQuotedLen+32 || !strings.Contains(got, "(1200 bytes)") || !strings.HasPrefix(got, `"éé`) {
+		t.Errorf("QuoteValue(1200 bytes) = %s", got)
+	}
+}

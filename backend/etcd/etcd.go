@@ -47,8 +47,9 @@ type Elector struct {
 	bg      context.Context // canceled by Close
 	stopBg  context.CancelFunc
 	wg      sync.WaitGroup
-	reads   atomic.Int64 // queue reads issued while waiting (P9: a handover costs O(1) of them)
-	retries retryLimiter // log lines of retried errors outside a candidacy
+	reads   atomic.Int64  // queue reads issued while waiting (P9: a handover costs O(1) of them)
+	retries retryLimiter  // log lines of retried errors outside a candidacy
+	seen    atomic.Uint64 // the highest token seen lead: Leader and Observe never report a lower one
 
 	mu      sync.Mutex
 	closed  bool
@@ -118,7 +119,7 @@ func New(cli *clientv3.Client, name string, opts ...election.Option) (*Elector, 
 
 func validateName(name string) error {
 	bad := func(reason string) error {
-		return &election.OptionError{Field: "name", Value: fmt.Sprintf("%q", name), Reason: reason}
+		return &election.OptionError{Field: "name", Value: election.QuoteValue(name), Reason: reason}
 	}
 	switch {
 	case strings.TrimSuffix(name, "/") == "":
@@ -169,16 +170,28 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	}
 	e.mu.Unlock()
 	if old != nil {
-		e.withdraw(old, election.ErrResigned) // a Term that ended on its own, or a waiting key left behind
+		e.withdraw(old, election.ErrResigned, false) // a Term that ended on its own, or a waiting key left behind
 	}
 	e.releasePending(ctx) // leases emptied by earlier Resigns, off their handover's path
 	c, err := e.start(ctx)
 	if err != nil {
 		return nil, err
 	}
-	t, err := e.wait(ctx, c)
+	// The requests of waiting stop with the candidacy too (its guard ends
+	// it when the client closes or the key goes), not only with ctx.
+	wctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.ctx, cancel)
+	t, err := e.wait(wctx, c)
+	stop()
+	cancel()
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
+		err = e.interrupted(ctx, c) // the candidacy ended: say why, not "canceled"
+		if err == nil {
+			err = election.ErrResigned
+		}
+	}
 	if err != nil {
-		e.withdraw(c, election.ErrResigned)
+		e.withdraw(c, election.ErrResigned, true) // a quitting waiter: its lease too, nothing hands over
 		return nil, err
 	}
 	return t, nil
@@ -188,22 +201,39 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 // loop. On any failure it revokes the lease (which deletes the key if the
 // create's reply was lost).
 func (e *Elector) start(ctx context.Context) (*candidacy, error) {
-	sent := iclock.Now()
-	g, err := e.cli.Grant(ctx, e.ttlSec)
-	if err != nil {
-		return nil, e.storeErr(ctx, "granting a lease", err)
+	if e.cli.Ctx().Err() != nil {
+		return nil, e.storeErr(ctx, "granting a lease", e.cli.Ctx().Err())
 	}
-	c := &candidacy{lease: g.ID, key: keyName(e.prefix, g.ID), renewed: sent,
-		stop: make(chan struct{}), lost: make(chan struct{}), elected: make(chan struct{}), guarded: make(chan struct{})}
+	ctx, cancel := context.WithCancel(ctx)
+	defer context.AfterFunc(e.cli.Ctx(), cancel)()
+	defer cancel()
+	var c *candidacy
+	for {
+		id := newLeaseID()
+		c = &candidacy{lease: id, key: keyName(e.prefix, id),
+			stop: make(chan struct{}), lost: make(chan struct{}), elected: make(chan struct{}), guarded: make(chan struct{})}
+		c.renewed = iclock.Now()
+		err := e.grant(ctx, id)
+		if errors.Is(err, rpctypes.ErrLeaseExist) {
+			continue // an ID drawn twice: draw again
+		}
+		if err != nil {
+			if ctx.Err() != nil || !e.isFinal(err) {
+				e.releaseLater(c, true) // the grant may have been applied and its reply lost
+			}
+			return nil, e.storeErr(ctx, "granting a lease", err)
+		}
+		break
+	}
 	resp, err := e.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
-		Then(clientv3.OpPut(c.key, encodeRecord(e.o, e.o.Value), clientv3.WithLease(g.ID))).
+		Then(clientv3.OpPut(c.key, encodeRecord(e.o, e.o.Value), clientv3.WithLease(c.lease))).
 		Commit()
 	if err == nil && !resp.Succeeded {
 		err = fmt.Errorf("key %s already exists", c.key)
 	}
 	if err != nil {
-		e.release(c, nil, true)
+		e.releaseLater(c, true) // revoking the lease also takes the key, if the create was applied
 		return nil, e.storeErr(ctx, "creating key "+c.key, err)
 	}
 	c.rev = resp.Header.Revision
@@ -384,11 +414,15 @@ func (e *Elector) predecessor(ctx context.Context, c *candidacy, floor int64) (k
 			return "", 0, resp.Header.Revision, nil
 		}
 		kv := kvs[0]
-		if kv.Lease != 0 {
+		switch {
+		case nested(e.prefix, kv.Key):
+			// A key of an election named under this one's name: not ours.
+		case kv.Lease != 0:
 			return string(kv.Key), kv.Lease, resp.Header.Revision, nil
+		default:
+			e.log.Warn("etcd election: skipping a key without a lease under the election prefix; it never leads",
+				"key", string(kv.Key), "create_revision", kv.CreateRevision)
 		}
-		e.log.Warn("etcd election: skipping a key without a lease under the election prefix; it never leads",
-			"key", string(kv.Key), "create_revision", kv.CreateRevision)
 		maxRev = kv.CreateRevision - 1
 	}
 }
@@ -474,6 +508,7 @@ func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, er
 	}
 	c.clock = clock
 	e.clocks = append(e.clocks, clock)
+	e.saw(c.leader.Token)
 	close(c.elected)
 	e.mu.Unlock()
 	if err := term.Err(); err != nil { // the deadline passed while confirming
@@ -514,7 +549,7 @@ func (e *Elector) keepAlive(c *candidacy) {
 			tm.Reset(time.Until(renewed.Add(interval))) // one interval after the renewal the Term counts from
 			continue
 		case <-termDone:
-			e.withdraw(c, clock.Term().Err())
+			e.withdraw(c, clock.Term().Err(), false)
 			return
 		case <-tm.C:
 		}
@@ -617,8 +652,10 @@ func (e *Elector) lose(c *candidacy, err error) bool {
 }
 
 // withdraw ends c if it is still the current candidacy: its Term first (P3:
-// before any I/O), then its keepalives, then its lease and key.
-func (e *Elector) withdraw(c *candidacy, cause error) {
+// before any I/O), then its keepalives, then its key, and with lease its
+// lease (without, the emptied lease is revoked later, off a handover's
+// path: see release).
+func (e *Elector) withdraw(c *candidacy, cause error, lease bool) {
 	e.mu.Lock()
 	if e.cand != c {
 		e.mu.Unlock()
@@ -627,9 +664,49 @@ func (e *Elector) withdraw(c *candidacy, cause error) {
 	e.cand = nil
 	e.mu.Unlock()
 	e.end(c, cause)
-	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
-	defer cancel()
-	e.release(c, ctx, false)
+	e.releaseLater(c, lease)
+}
+
+// releaseWait bounds how long Campaign waits for its own release when it
+// fails or its ctx ends: long enough for a store that answers (a delete
+// takes about a millisecond), short enough to return within 100 ms of ctx
+// when the store does not.
+const releaseWait = 40 * time.Millisecond
+
+// releaseLater releases c (see release): at once for up to releaseWait, so
+// that a store that answers has the key gone when Campaign returns; then,
+// if that did not do, off the caller's path, so that Campaign returns as
+// soon as its ctx ends whatever the store does: in a goroutine that Close
+// waits for, bounded by one lease window — past that the lease expires on
+// its own, since nothing renews it. c stays pending until then, so Close
+// releases it too. Once the Elector is closed it releases at once instead,
+// bounded the same way.
+func (e *Elector) releaseLater(c *candidacy, lease bool) {
+	ctx, cancel := context.WithTimeout(e.bg, releaseWait)
+	err := e.release(c, ctx, lease)
+	cancel()
+	if err == nil {
+		return
+	}
+	e.mu.Lock()
+	if !slices.Contains(e.pending, c) {
+		e.pending = append(e.pending, c)
+	}
+	closed := e.closed
+	if !closed {
+		e.wg.Add(1)
+	}
+	e.mu.Unlock()
+	if closed {
+		_ = e.release(c, nil, lease)
+		return
+	}
+	go func() {
+		defer e.wg.Done()
+		ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+		defer cancel()
+		_ = e.release(c, ctx, lease) // logged; retried by the next Campaign, Resign or Close
+	}()
 }
 
 // end ends c's Term with cause and stops its keepalives.
@@ -675,6 +752,11 @@ func (e *Elector) release(c *candidacy, ctx context.Context, lease bool) error {
 	e.mu.Unlock()
 	var err error
 	what := "deleting key " + c.key
+	if e.cli.Ctx().Err() != nil {
+		// A closed client's requests wait out their ctx; nothing can be
+		// released through it: the lease expires on its own.
+		return fmt.Errorf("etcd election: %s: the etcd client was closed (the lease expires on its own within its TTL)", what)
+	}
 	if deleteKey {
 		_, err = e.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)).
 			Then(clientv3.OpDelete(c.key)).Commit()
@@ -809,11 +891,11 @@ func (e *Elector) Close() error {
 // closing as ErrClosed-like session loss, anything else with what was being
 // done.
 func (e *Elector) storeErr(ctx context.Context, what string, err error) error {
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
 	if e.cli.Ctx().Err() != nil {
 		return fmt.Errorf("%w: %s: the etcd client was closed", election.ErrSessionLost, what)
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
 	}
 	return fmt.Errorf("etcd election %s: %s: %w", e.name, what, err)
 }

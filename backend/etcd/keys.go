@@ -1,12 +1,17 @@
 package etcd
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
@@ -32,6 +37,38 @@ type record struct {
 	ID       string `json:"id"`
 	Priority int64  `json:"priority"`
 	Value    []byte `json:"value,omitempty"`
+}
+
+// newLeaseID draws the ID of a candidacy's lease. The client chooses it
+// (etcd takes any positive ID it does not hold yet), so that a grant whose
+// reply was lost can still be revoked by its ID instead of lingering for a
+// TTL; a clash with a live lease is refused by etcd and drawn again.
+func newLeaseID() clientv3.LeaseID {
+	for {
+		if id := rand.Int64(); id > 0 {
+			return clientv3.LeaseID(id)
+		}
+	}
+}
+
+// grant grants lease id with the Elector's TTL.
+func (e *Elector) grant(ctx context.Context, id clientv3.LeaseID) error {
+	resp, err := pb.NewLeaseClient(e.cli.ActiveConnection()).LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: e.ttlSec, ID: int64(id)})
+	if err != nil {
+		return rpctypes.Error(err)
+	}
+	if resp.Error != "" {
+		return errors.New(resp.Error)
+	}
+	return nil
+}
+
+// nested reports whether key, under prefix, belongs to an election named
+// under this one ("/svc/a" under "/svc"): its name has another "/" after
+// the prefix. Candidate keys never do, so each election reads past the
+// keys of the elections nested in it, and none blocks another.
+func nested(prefix string, key []byte) bool {
+	return strings.Contains(string(key[min(len(prefix), len(key)):]), "/")
 }
 
 func keyName(prefix string, lease clientv3.LeaseID) string {
@@ -115,10 +152,18 @@ func malformed(kv *mvccpb.KeyValue, err error) *MalformedKeyError {
 // leased keys that share the lowest create revision: Campaign creates one
 // key per transaction, so they were written together by someone else, and
 // picking one by name (or by map order) would let observers disagree, or
-// show two leaders with one token.
-func head(prefix string, kvs []*mvccpb.KeyValue) (l election.Leader, bad *MalformedKeyError, skipped []*MalformedKeyError) {
+// show two leaders with one token. Keys of elections nested under this
+// one's name are ignored. A key whose token is below floor — the highest
+// token already seen lead this election — fails too: tokens only grow, so
+// it is a key whose lease was attached after it was created (a plain key
+// put under a lease later keeps its old create revision), and letting it
+// lead would run the tokens backwards.
+func head(prefix string, kvs []*mvccpb.KeyValue, floor uint64) (l election.Leader, bad *MalformedKeyError, skipped []*MalformedKeyError) {
 	var first, twin *mvccpb.KeyValue // twin: another leased key with first's create revision
 	for _, kv := range kvs {
+		if nested(prefix, kv.Key) {
+			continue
+		}
 		if kv.Lease == 0 {
 			_, err := decodeKey(prefix, kv)
 			skipped = append(skipped, malformed(kv, err))
@@ -143,6 +188,9 @@ func head(prefix string, kvs []*mvccpb.KeyValue) (l election.Leader, bad *Malfor
 		return election.Leader{}, malformed(first, fmt.Errorf("shares its create revision %d with key %q: candidate keys are created one per transaction, so neither leads", first.CreateRevision, twin.Key)), skipped
 	}
 	l, err := decodeKey(prefix, first)
+	if err == nil && l.Token < floor {
+		err = fmt.Errorf("its token %d is below %d, which already led this election: its lease was attached after it was created", l.Token, floor)
+	}
 	if err != nil {
 		return election.Leader{}, malformed(first, err), skipped
 	}

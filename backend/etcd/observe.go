@@ -38,7 +38,7 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 		if resp.More {
 			oldest := int64(-1)
 			for _, kv := range kvs {
-				if kv.Lease != 0 {
+				if kv.Lease != 0 && !nested(e.prefix, kv.Key) {
 					oldest = kv.CreateRevision
 					break
 				}
@@ -47,7 +47,7 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 				continue // the answer may lie past what was read
 			}
 		}
-		l, bad, skipped := head(e.prefix, kvs)
+		l, bad, skipped := head(e.prefix, kvs, e.seen.Load())
 		for _, m := range skipped {
 			e.log.Warn("etcd election: skipping a key without a lease under the election prefix; it never leads",
 				"key", m.Key, "create_revision", m.CreateRevision)
@@ -58,6 +58,7 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 		case l.IsZero():
 			return election.Leader{}, election.ErrNoLeader
 		}
+		e.saw(l.Token)
 		return l, nil
 	}
 }
@@ -128,14 +129,26 @@ func (e *Elector) publish(kvs map[string]*mvccpb.KeyValue, warned map[string]boo
 	for _, kv := range kvs {
 		all = append(all, kv)
 	}
-	l, bad, skipped := head(e.prefix, all)
+	l, bad, skipped := head(e.prefix, all, e.seen.Load())
 	for _, m := range append(skipped, bad) {
 		if m != nil && !warned[m.Key] {
 			warned[m.Key] = true
 			e.log.Warn("etcd election: malformed key under the election prefix", "key", m.Key, "reason", m.Reason, "blocks", m == bad)
 		}
 	}
+	e.saw(l.Token)
 	e.obs.Set(l)
+}
+
+// saw records that token led this election: a key with a lower token
+// never leads in this Elector's eyes after that (see head).
+func (e *Elector) saw(token uint64) {
+	for {
+		old := e.seen.Load()
+		if token <= old || e.seen.CompareAndSwap(old, token) {
+			return
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) {

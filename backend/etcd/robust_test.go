@@ -1,0 +1,341 @@
+package etcd_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/etcd"
+	"github.com/electkit/election/internal/embedetcd"
+	"github.com/electkit/election/internal/etcdtest"
+)
+
+// ctxBound is how soon after its ctx ends a call must return whatever the
+// store does (100 ms), plus room for the scheduler on a loaded machine.
+const ctxBound = 100*time.Millisecond + 50*time.Millisecond
+
+// Elections whose names nest ("/svc" and "/svc/a") never block each other:
+// each reads past the other's keys.
+func TestNestedNamesDoNotBlock(t *testing.T) {
+	eps := startEtcd(t)
+	cli := newClient(t, eps)
+	ctx := ctxT(t)
+	for _, order := range [][2]string{{"/nest/a", "/nest"}, {"/nest2", "/nest2/a"}} {
+		first := newElector(t, cli, order[0], "first")
+		second := newElector(t, cli, order[1], "second")
+		w1 := newElector(t, cli, order[0], "waiter1") // a waiter of the first election, behind its leader
+		t1, err := first.Campaign(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rw := campaignAsync(ctx, w1)
+		waitKeys(t, cli, order[0]+"/", 2)
+		c2, cancel := context.WithTimeout(ctx, 3*time.Second)
+		t2, err := second.Campaign(c2)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s blocked by %s: %v", order[1], order[0], err)
+		}
+		for _, c := range []struct {
+			e    *etcd.Elector
+			want string
+		}{{first, "first"}, {second, "second"}} {
+			if l, err := c.e.Leader(ctx); err != nil || l.ID != c.want {
+				t.Errorf("%s: Leader() = %v, %v; want %s", c.e.Prefix(), l, err, c.want)
+			}
+		}
+		if t1.Err() != nil || t2.Err() != nil {
+			t.Errorf("terms ended: %v, %v", t1.Err(), t2.Err())
+		}
+		if err := first.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if r := await(t, rw); r.err != nil {
+			t.Fatalf("%s: the waiter behind the leader: %v", order[0], r.err)
+		}
+	}
+}
+
+// A key put without a lease and given one later keeps its old create
+// revision: it would head the queue with a token below one that already
+// led. It never leads: Leader and Observe report it as malformed.
+func TestForgedOlderKeyNeverLeads(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	a := newElector(t, newClient(t, eps), "/forge", "a")
+	ctx := ctxT(t)
+	forgedID := clientv3.LeaseID(0x0123456789abcdef)
+	forged := fmt.Sprintf("/forge/%016x", uint64(forgedID))
+	if _, err := admin.Put(ctx, forged, `{"v":1,"id":"forger"}`); err != nil { // unleased: skipped
+		t.Fatal(err)
+	}
+	obs := a.Observe(ctx)
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, obs, "a")
+	if _, err := pb.NewLeaseClient(admin.ActiveConnection()).LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 30, ID: int64(forgedID)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Put(ctx, forged, `{"v":1,"id":"forger"}`, clientv3.WithLease(forgedID)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(patience)
+	for l := range obs {
+		if l.ID == "forger" {
+			t.Fatalf("Observe reported the forged key as leader: %v (a's token %d)", l, ta.Token())
+		}
+		if l.IsZero() {
+			break // the forged key holds the head, and leads nobody
+		}
+		select {
+		case <-deadline:
+			t.Fatal("Observe never reported the forged head")
+		default:
+		}
+	}
+	_, err = a.Leader(ctx)
+	var mk *etcd.MalformedKeyError
+	if !errors.As(err, &mk) || mk.Key != forged || !strings.Contains(err.Error(), "below") {
+		t.Errorf("Leader() = %v; want a *MalformedKeyError naming %s and its low token", err, forged)
+	}
+}
+
+// waitLeader reads obs until it reports id.
+func waitLeader(t *testing.T, obs <-chan election.Leader, id string) {
+	t.Helper()
+	deadline := time.After(patience)
+	for {
+		select {
+		case l := <-obs:
+			if l.ID == id {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("Observe never reported %s", id)
+		}
+	}
+}
+
+// Campaign and Resign return within 100 ms of their ctx ending when etcd
+// does not answer (the client's connection open, its traffic dropped);
+// what is left to release goes in the background and Close waits for it,
+// bounded.
+func TestCtxHonouredWhenStoreIsSilent(t *testing.T) {
+	c := etcdtest.NewCluster(t, 1, embedetcd.Config{})
+	m := c.Members()[0]
+	admin := newClient(t, []string{m.ClientURL})
+	ctx := ctxT(t)
+	a := newElector(t, admin, "/silent", "a")
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A waiter cut off while it waits.
+	b := newElector(t, newClient(t, []string{m.Endpoint}), "/silent", "b")
+	cctx, cancel := context.WithCancel(ctx)
+	rb := campaignAsync(cctx, b)
+	waitKeys(t, admin, "/silent/", 2)
+	m.Blackhole()
+	cancel()
+	ended := time.Now()
+	r := await(t, rb)
+	if !errors.Is(r.err, context.Canceled) {
+		t.Errorf("b's Campaign = %v, %v; want context.Canceled", r.t, r.err)
+	}
+	if d := r.at.Sub(ended); d > ctxBound {
+		t.Errorf("b's Campaign returned %v after its ctx ended", d)
+	}
+
+	// A campaign started while cut off, with a deadline.
+	dctx, dcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer dcancel()
+	r = await(t, campaignAsync(dctx, b))
+	if !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Errorf("b's Campaign while cut off = %v, %v; want context.DeadlineExceeded", r.t, r.err)
+	}
+	if dl, _ := dctx.Deadline(); r.at.Sub(dl) > ctxBound {
+		t.Errorf("b's Campaign returned %v after its deadline", r.at.Sub(dl))
+	}
+	m.Unblackhole()
+
+	// A leader cut off: Resign ends the Term at once and returns with its ctx.
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tb, err := b.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Blackhole()
+	rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer rcancel()
+	err = b.Resign(rctx)
+	at := time.Now()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Resign while cut off = %v; want context.DeadlineExceeded", err)
+	}
+	if dl, _ := rctx.Deadline(); at.Sub(dl) > ctxBound {
+		t.Errorf("Resign returned %v after its deadline", at.Sub(dl))
+	}
+	if tb.Err() == nil {
+		t.Error("b's Term still valid after Resign")
+	}
+	// Close is bounded by one lease window even though nothing answers.
+	start := time.Now()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	window := election.DefaultOptions().Window()
+	if o, err := election.NewOptions(election.WithTTL(2 * time.Second)); err == nil {
+		window = o.Window()
+	}
+	if d := time.Since(start); d > window+ctxBound {
+		t.Errorf("Close took %v, more than one lease window (%v)", d, window)
+	}
+	if ta.Err() == nil {
+		t.Error("a's Term valid after Resign")
+	}
+	m.Unblackhole()
+}
+
+// A Campaign whose ctx ends while its lease grant's reply is lost leaves
+// no lease behind: the lease ID is the client's, so it is revoked in the
+// background once etcd answers again.
+func TestCampaignLeavesNoLease(t *testing.T) {
+	c := etcdtest.NewCluster(t, 1, embedetcd.Config{})
+	m := c.Members()[0]
+	admin := newClient(t, []string{m.ClientURL})
+	ctx := ctxT(t)
+	// A TTL well past the test's patience: the lease must go by revocation.
+	b := newElector(t, newClient(t, []string{m.Endpoint}), "/nolease", "b", election.WithTTL(time.Minute))
+	if _, err := b.Campaign(ctx); err != nil { // the connection is up
+		t.Fatal(err)
+	}
+	for range 2 { // the second revokes the lease the first emptied
+		if err := b.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLeases(t, admin, 0)
+	m.Proxy.BlackholeRx() // requests reach etcd, replies are lost
+	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := b.Campaign(dctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Campaign without replies = %v; want context.DeadlineExceeded", err)
+	}
+	m.Proxy.UnblackholeRx()
+	waitLeases(t, admin, 0)
+}
+
+// waitLeases waits until etcd holds n leases.
+func waitLeases(t *testing.T, cli *clientv3.Client, n int) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		resp, err := cli.Leases(ctxT(t))
+		if err == nil && len(resp.Leases) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leases: %v, %v; want %d", resp, err, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A candidate whose permission on the election's keys is revoked gets a
+// final error naming the election, promptly, instead of retrying forever;
+// a leader in that state ends its Term.
+func TestPermissionRevoked(t *testing.T) {
+	eps := startEtcd(t)
+	ctx := ctxT(t)
+	root := newClient(t, eps)
+	if err := embedetcd.AddUser(ctx, root, "cand", "pw", "/perm/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := embedetcd.EnableAuth(ctx, root, "rootpw"); err != nil {
+		t.Fatal(err)
+	}
+	rootCli := etcdtest.Client(t, eps, func(c *clientv3.Config) { c.Username, c.Password = "root", "rootpw" })
+	candCli := func() *clientv3.Client {
+		return etcdtest.Client(t, eps, func(c *clientv3.Config) { c.Username, c.Password = "cand", "pw" })
+	}
+	a := newElector(t, candCli(), "/perm", "a")
+	b := newElector(t, candCli(), "/perm", "b")
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := campaignAsync(ctx, b)
+	waitKeys(t, rootCli, "/perm/", 2)
+	if _, err := rootCli.RoleRevokePermission(ctx, "cand-role", "/perm/", clientv3.GetPrefixRangeEnd("/perm/")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Resign(ctx); err != nil && !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Logf("a's Resign without permission: %v", err)
+	}
+	if ta.Err() == nil {
+		t.Error("a's Term valid after Resign")
+	}
+	// b's next read of the queue is refused: its Campaign ends with that.
+	select {
+	case r := <-rb:
+		if r.t != nil || !errors.Is(r.err, rpctypes.ErrPermissionDenied) || !strings.Contains(r.err.Error(), "/perm") {
+			t.Errorf("b's Campaign = %v, %v; want permission denied naming the election", r.t, r.err)
+		}
+	case <-time.After(patience):
+		t.Fatal("b's Campaign never returned: a permission error retried silently")
+	}
+	// A new Campaign is refused at once.
+	if _, err := b.Campaign(ctx); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("Campaign without permission = %v; want permission denied", err)
+	}
+}
+
+// Campaign on a closed client returns at once with ErrSessionLost; a
+// waiter whose client is closed returns promptly too.
+func TestClosedClient(t *testing.T) {
+	eps := startEtcd(t)
+	ctx := ctxT(t)
+	a := newElector(t, newClient(t, eps), "/closed", "a")
+	if _, err := a.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cb := newClient(t, eps)
+	b := newElector(t, cb, "/closed", "b")
+	rb := campaignAsync(ctx, b)
+	waitKeys(t, newClient(t, eps), "/closed/", 2)
+	cb.Close()
+	select {
+	case r := <-rb:
+		if r.t != nil || !errors.Is(r.err, election.ErrSessionLost) {
+			t.Errorf("waiter on a closed client = %v, %v; want ErrSessionLost", r.t, r.err)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a waiter whose client was closed did not return")
+	}
+	start := time.Now()
+	if _, err := b.Campaign(ctx); !errors.Is(err, election.ErrSessionLost) || time.Since(start) > time.Second {
+		t.Errorf("Campaign on a closed client = %v after %v; want ErrSessionLost at once", err, time.Since(start))
+	}
+}
+
+// A refused name is named in the error, but a long one only in part.
+func TestLongNameErrorIsBounded(t *testing.T) {
+	cli := newClient(t, startEtcd(t))
+	_, err := etcd.New(cli, strings.Repeat("n", 2000), election.WithID("a"))
+	if !errors.Is(err, election.ErrInvalidOption) || len(err.Error()) > 300 || !strings.Contains(err.Error(), "2000 bytes") {
+		t.Errorf("New with a 2000-byte name = %v (%d bytes)", err, len(err.Error()))
+	}
+}
