@@ -1,7 +1,6 @@
 package etcd
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -101,9 +100,4 @@ func (e *Elector) retryLog(c *candidacy, what string, err error) {
 		key = c.key
 	}
 	e.log.Warn("etcd election: "+what+" failed; retrying", "name", e.name, "key", key, "err", err, "not_logged_since_last", n)
-}
-
-// ctxDone reports whether err is ctx's own end, to be returned as is.
-func ctxDone(ctx context.Context, err error) bool {
-	return ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.Canceled || status.Code(err) == codes.DeadlineExceeded)
 }

@@ -76,7 +76,7 @@ func Dial(ctx context.Context, dc DialConfig, path string, opts ...election.Opti
 	// The client logs the granted timeout once the session is established.
 	select {
 	case <-ctx.Done():
-		conn.Close()
+		go conn.Close() // it waits up to a second for the server; Dial returns with ctx
 		return nil, ctx.Err()
 	case g := <-granted:
 		if g < o.TTL {

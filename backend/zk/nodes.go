@@ -178,7 +178,7 @@ const MaxPathLen = 1024
 // segment, no trailing slash, not the root, not under /zookeeper.
 func validatePath(path string) error {
 	bad := func(reason string) error {
-		return &election.OptionError{Field: "path", Value: fmt.Sprintf("%q", path), Reason: reason}
+		return &election.OptionError{Field: "path", Value: election.QuoteValue(path), Reason: reason}
 	}
 	switch {
 	case path == "" || path == "/":

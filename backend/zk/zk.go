@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/electkit/election/internal/clock"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +14,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -129,6 +130,7 @@ type Elector struct {
 	ioMu    sync.Mutex     // orders io.Add before Close's io.Wait
 	ioShut  bool           // Close waits for io: no new request may start
 	reads   atomic.Int64   // children listings and watches set while waiting (P9)
+	retries retryLimiter   // log lines of retried errors
 
 	mu      sync.Mutex
 	closed  bool
@@ -336,6 +338,8 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 				return nil, err
 			}
 			continue
+		case e.finalErr("creating a candidate node", cerr) != nil:
+			return nil, e.finalErr("creating a candidate node", cerr)
 		case errors.Is(cerr, gozk.ErrConnectionClosed), errors.Is(cerr, gozk.ErrNoServer):
 			// The reply may be lost while the node exists: look for it by
 			// GUID until the answer is certain; never create blindly.
@@ -406,11 +410,28 @@ func (e *Elector) adopt(ctx context.Context, node string) (*candidacy, error) {
 // create may still succeed, so its node, if found by GUID, is deleted;
 // failing that, it is deleted with the session. It returns err.
 func (e *Elector) findAndDrop(guid string, err error) error {
-	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
-	defer cancel()
-	if node, ferr := e.findGUID(ctx, guid); ferr == nil && node != "" {
-		e.drop(node)
+	e.mu.Lock()
+	closed := e.closed
+	if !closed {
+		e.wg.Add(1)
 	}
+	e.mu.Unlock()
+	find := func() {
+		ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+		defer cancel()
+		if node, ferr := e.findGUID(ctx, guid); ferr == nil && node != "" {
+			e.drop(node)
+		}
+	}
+	if closed {
+		return err // Close waits for this Campaign, then deletes what is pending; the node goes with the session at the latest
+	}
+	// Off the caller's path: Campaign returns with its ctx, whatever the
+	// server does; Close waits for this.
+	go func() {
+		defer e.wg.Done()
+		find()
+	}()
 	return err
 }
 
@@ -444,12 +465,10 @@ func (e *Elector) findGUIDRetry(ctx context.Context, guid string) (string, error
 		if err == nil {
 			return found, nil
 		}
-		if errors.Is(err, gozk.ErrClosing) {
-			return "", fmt.Errorf("%w: the ZooKeeper connection was closed", election.ErrSessionLost)
+		if ferr := e.finalErr("looking for the candidate node just created", err); ferr != nil {
+			return "", ferr
 		}
-		if errors.Is(err, gozk.ErrNoAuth) {
-			return "", fmt.Errorf("zk election %s: %w", e.path, err)
-		}
+		e.retryLog("looking for the candidate node just created", err)
 		if perr := e.pause(ctx, nil, retryDelay); perr != nil {
 			return "", perr
 		}
@@ -644,13 +663,10 @@ func (e *Elector) stopped(ctx context.Context, c *candidacy, err error) error {
 // transient handles a failed request while waiting: a closed connection
 // ends the campaign; anything else is retried after a pause.
 func (e *Elector) transient(ctx context.Context, c *candidacy, err error) error {
-	if errors.Is(err, gozk.ErrClosing) {
-		return fmt.Errorf("%w: the ZooKeeper connection was closed", election.ErrSessionLost)
+	if ferr := e.finalErr("waiting", err); ferr != nil {
+		return ferr
 	}
-	if errors.Is(err, gozk.ErrNoAuth) {
-		return fmt.Errorf("zk election %s: %w", e.path, err)
-	}
-	e.log.Debug("zk election: request failed while waiting; retrying", "path", e.path, "err", err)
+	e.retryLog("a request while waiting", err)
 	return e.pause(ctx, c, retryDelay)
 }
 
@@ -701,7 +717,7 @@ func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy)
 		return sent, fmt.Errorf("%w: %w: node %s was changed by another client", errNodeGone, election.ErrSessionLost, c.node)
 	case errors.Is(rerr, gozk.ErrSessionExpired):
 		return sent, fmt.Errorf("%w: %w: session %#x expired", errNodeGone, election.ErrSessionLost, c.session)
-	case errors.Is(rerr, gozk.ErrClosing):
+	case errors.Is(rerr, gozk.ErrClosing), errors.Is(rerr, gozk.ErrConnectionClosed) && e.connClosed():
 		return sent, fmt.Errorf("%w: %w: the ZooKeeper connection was closed", errNodeGone, election.ErrSessionLost)
 	}
 	return sent, fmt.Errorf("zk election %s: heartbeat on %s: %w", e.path, c.node, rerr)
@@ -759,6 +775,7 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 // deleted, so the next candidate leads at once.
 func (e *Elector) lead(c *candidacy, clock *election.LeaseClock, renewed time.Time) {
 	defer e.wg.Done()
+	defer e.forget(clock)
 	t := clock.Term()
 	interval := e.o.Window() / 3
 	beat := time.NewTimer(time.Until(renewed.Add(interval)))
@@ -805,7 +822,7 @@ func (e *Elector) lead(c *candidacy, clock *election.LeaseClock, renewed time.Ti
 			switch {
 			case err == nil:
 			case errors.Is(err, errNodeGone):
-				clock.End(errors.Unwrap(err))
+				clock.End(err) // wraps ErrSessionLost, with the cause
 				continue
 			default:
 				e.log.Warn("zk election: heartbeat failed", "node", c.node, "err", err)
@@ -836,6 +853,20 @@ func (e *Elector) lead(c *candidacy, clock *election.LeaseClock, renewed time.Ti
 			hold = holdTimer.C
 		}
 	}
+}
+
+// forget waits for the hooks of an ended Term and drops its clock from the
+// list Close waits on, so that an Elector that leads many times does not
+// keep every Term it ever had. lead returns only once the Term has ended
+// or its candidacy was withdrawn (which ends it).
+func (e *Elector) forget(clock *election.LeaseClock) {
+	clock.End(election.ErrResigned) // no-op for a Term that has ended
+	clock.Wait()
+	e.mu.Lock()
+	if i := slices.Index(e.clocks, clock); i >= 0 {
+		e.clocks = slices.Delete(e.clocks, i, i+1)
+	}
+	e.mu.Unlock()
 }
 
 // watchOwn sets a watch on c's own node, so that its deletion ends the
@@ -870,10 +901,18 @@ func (e *Elector) withdraw(c *candidacy, cause error) {
 	e.pending = append(e.pending, c.node)
 	e.mu.Unlock()
 	e.end(c, cause)
-	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+	// A short wait, so that Campaign returns within 100 ms of its ctx
+	// whatever the server does: a failed delete stays pending and the
+	// reaper retries it in the background.
+	ctx, cancel := context.WithTimeout(e.bg, releaseWait)
 	defer cancel()
 	_ = e.deleteNode(ctx, c.node)
 }
+
+// releaseWait bounds how long Campaign and the leader wait for a node's
+// delete before leaving it to the reaper: long enough for a server that
+// answers, short enough to return within 100 ms of ctx when it does not.
+const releaseWait = 40 * time.Millisecond
 
 // end ends c's Term with cause and stops its goroutines.
 func (e *Elector) end(c *candidacy, cause error) {
@@ -889,12 +928,13 @@ func (e *Elector) end(c *candidacy, cause error) {
 	c.halt()
 }
 
-// drop deletes a node found orphaned, in the background of a short timeout.
+// drop deletes a node found orphaned or abandoned, waiting releaseWait at
+// most: a failed delete stays pending and the reaper retries it.
 func (e *Elector) drop(node string) {
 	e.mu.Lock()
 	e.pending = append(e.pending, node)
 	e.mu.Unlock()
-	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+	ctx, cancel := context.WithTimeout(e.bg, releaseWait)
 	defer cancel()
 	_ = e.deleteNode(ctx, node)
 }

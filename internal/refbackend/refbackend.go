@@ -13,11 +13,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	iclock "github.com/electkit/election/internal/clock"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/electkit/election"
+	iclock "github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -314,6 +315,25 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	return term, nil
 }
 
+// forget drops the clock of c's ended Term from the list Close waits on,
+// once its hooks are done, so that an Elector that leads many times does
+// not keep every Term it ever had. A Term still valid (left so by a bug)
+// stays for Close to end.
+func (e *Elector) forget(c *candidacy) {
+	e.mu.Lock()
+	clock := c.clock
+	e.mu.Unlock()
+	if clock == nil || clock.Term().Err() == nil {
+		return
+	}
+	clock.Wait()
+	e.mu.Lock()
+	if i := slices.Index(e.clocks, clock); i >= 0 {
+		e.clocks = slices.Delete(e.clocks, i, i+1)
+	}
+	e.mu.Unlock()
+}
+
 func (e *Elector) isClosed() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -405,6 +425,7 @@ func (e *Elector) end(c *candidacy, cause error) {
 // ends on its own (expiry, lost lease, unhealthy hook).
 func (e *Elector) keepAlive(c *candidacy) {
 	defer e.wg.Done()
+	defer e.forget(c)
 	tick := time.NewTicker(e.o.TTL / 3)
 	defer tick.Stop()
 	elected := c.elected

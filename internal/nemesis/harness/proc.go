@@ -94,13 +94,6 @@ func (p *proc) signal(sig syscall.Signal) error {
 	return p.cmd.Process.Signal(sig)
 }
 
-// kill sends SIGKILL and waits for the process to exit.
-func (p *proc) kill() {
-	_ = p.signal(syscall.SIGKILL)
-	<-p.exited
-	p.closeProxies()
-}
-
 // stop asks the process to end (SIGTERM, after SIGCONT if it is paused),
 // waits up to grace, then kills it.
 func (p *proc) stop(grace time.Duration) {
