@@ -87,6 +87,26 @@ type Election interface {
 	Crash(t *testing.T, e election.Elector)
 }
 
+// Silencer is an Election that can make its store stop answering one
+// candidate: what the candidate sends may arrive, but no reply comes back
+// (a one-way network fault, a hung server), so that every request waits
+// until its ctx ends. The SilentStore subtest needs it and is skipped for
+// an Election without it.
+type Silencer interface {
+	// Silence makes the store stop answering e until heal is called.
+	// Calling heal again does nothing.
+	Silence(t *testing.T, e election.Elector) (heal func())
+}
+
+// Evicter is an Election whose store other clients can change: Evict
+// removes e's candidacy through the store's own API, as an operator or a
+// second program can (deletes its key or node, revokes its lease), while e
+// leads with term. The EvictedLeader subtest needs it and is skipped for an
+// Election without it.
+type Evicter interface {
+	Evict(t *testing.T, e election.Elector, term *election.Term)
+}
+
 // Run runs every subtest of the suite against the backend h adapts.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
@@ -143,6 +163,8 @@ var subtests = []struct {
 	{"LeaderCrash", testLeaderCrash, false},
 	{"TermExitPaths", testTermExitPaths, false},
 	{"RunCallbacks", testRunCallbacks, false},
+	{"SilentStore", testSilentStore, false},
+	{"EvictedLeader", testEvictedLeader, false},
 	{"NoGoroutineLeft", testNoGoroutineLeft, true},
 }
 

@@ -28,6 +28,14 @@ func (r *refElection) Candidate(t *testing.T, opts ...election.Option) election.
 
 func (r *refElection) Crash(t *testing.T, e election.Elector) { e.(*refbackend.Elector).Crash() }
 
+func (r *refElection) Silence(t *testing.T, e election.Elector) func() {
+	return e.(*refbackend.Elector).Silence()
+}
+
+func (r *refElection) Evict(t *testing.T, e election.Elector, _ *election.Term) {
+	e.(*refbackend.Elector).Evict()
+}
+
 func refHarness(bugs refbackend.Bugs) electiontest.Harness {
 	return electiontest.Harness{
 		NewElection: func(t *testing.T) electiontest.Election { return &refElection{refbackend.NewStore(bugs)} },
@@ -57,14 +65,17 @@ func TestReferenceBackendRealTime(t *testing.T) {
 const bugEnv = "ELECTIONTEST_REFERENCE_BUG"
 
 var bugs = map[string]refbackend.Bugs{
-	"":                {},
-	"EveryoneLeads":   {EveryoneLeads: true},
-	"ReuseToken":      {ReuseToken: true},
-	"ResignKeepsTerm": {ResignKeepsTerm: true},
-	"LateExpiry":      {LateExpiry: true},
-	"ResignNoRevoke":  {ResignNoRevoke: true},
-	"NoRenew":         {NoRenew: true},
-	"NoHooks":         {NoHooks: true},
+	"":                    {},
+	"EveryoneLeads":       {EveryoneLeads: true},
+	"ReuseToken":          {ReuseToken: true},
+	"ResignKeepsTerm":     {ResignKeepsTerm: true},
+	"LateExpiry":          {LateExpiry: true},
+	"ResignNoRevoke":      {ResignNoRevoke: true},
+	"NoRenew":             {NoRenew: true},
+	"NoHooks":             {NoHooks: true},
+	"IgnoreCtxWhenSilent": {IgnoreCtxWhenSilent: true},
+	"EvictionUnnoticed":   {EvictionUnnoticed: true},
+	"NoSentinel":          {NoSentinel: true},
 }
 
 // TestReferenceBackend runs the suite on the reference backend: every
@@ -85,13 +96,16 @@ func TestSuiteCatchesBrokenBackends(t *testing.T) {
 		t.Skip("inside a subprocess")
 	}
 	mustFail := map[string][]string{
-		"EveryoneLeads":   {"OneLeader", "ResignHandsOver", "SuccessiveHandovers", "LeaderCrash"},
-		"ReuseToken":      {"ResignHandsOver", "SuccessiveHandovers", "LeaderCrash"},
-		"ResignKeepsTerm": {"ResignHandsOver", "SuccessiveHandovers", "OneLeader", "TermExitPaths"},
-		"LateExpiry":      {"LeaderCrash", "RunCallbacks"},
-		"ResignNoRevoke":  {"ResignHandsOverPromptly"},
-		"NoRenew":         {"LeaderStaysLeader"},
-		"NoHooks":         {"LeaderStaysLeader", "UnhealthyHook"},
+		"EveryoneLeads":       {"OneLeader", "ResignHandsOver", "SuccessiveHandovers", "LeaderCrash"},
+		"ReuseToken":          {"ResignHandsOver", "SuccessiveHandovers", "LeaderCrash"},
+		"ResignKeepsTerm":     {"ResignHandsOver", "SuccessiveHandovers", "OneLeader", "TermExitPaths"},
+		"LateExpiry":          {"LeaderCrash", "RunCallbacks"},
+		"ResignNoRevoke":      {"ResignHandsOverPromptly"},
+		"NoRenew":             {"LeaderStaysLeader"},
+		"NoHooks":             {"LeaderStaysLeader", "UnhealthyHook"},
+		"IgnoreCtxWhenSilent": {"SilentStore"},
+		"EvictionUnnoticed":   {"EvictedLeader"},
+		"NoSentinel":          {"EvictedLeader"},
 	}
 	failLine := regexp.MustCompile(`--- FAIL: TestReferenceBackend/(\w+)`)
 	for bug, want := range mustFail {

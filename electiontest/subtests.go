@@ -450,8 +450,10 @@ func testRunCallbacks(w *world) {
 					record(event{id, "elected-returned", t.Token()})
 				},
 				OnDemoted: func(t *election.Term) {
-					if t.Err() == nil {
+					if err := t.Err(); err == nil {
 						w.t.Errorf("OnDemoted(%v) while its Term is valid", t)
+					} else if !sentinel(err) {
+						w.t.Errorf("OnDemoted(%v): the Term ended with %v, which is none of package election's errors", t, err)
 					}
 					record(event{id, "demoted", t.Token()})
 				},
@@ -761,4 +763,131 @@ func testUnhealthyHook(w *world) {
 	if r.err != nil {
 		w.t.Fatalf("waiting candidate: %v", r.err)
 	}
+}
+
+// sentinel reports whether err, a Term's end, is one of package election's
+// errors through errors.Is: what a caller switches on.
+func sentinel(err error) bool {
+	for _, s := range []error{election.ErrResigned, election.ErrClosed, election.ErrLeaseExpired,
+		election.ErrSessionLost, election.ErrUnhealthy, election.ErrPreempted} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// CtxBound is how long after its ctx ends Campaign or Resign may return
+// when the store does not answer.
+const CtxBound = 100 * time.Millisecond
+
+// SilentStore: while the store stops answering a candidate, its Campaign
+// and Resign return within CtxBound of their ctx's end, whatever is left
+// to release goes in the background, Resign ends the Term before it
+// returns, and Close returns; once the store answers again, the election
+// goes on. Needs a Silencer.
+func testSilentStore(w *world) {
+	s, ok := w.el.(Silencer)
+	if !ok {
+		w.t.Skip("the backend's Election does not implement electiontest.Silencer")
+	}
+	a, b := w.candidate(), w.candidate()
+	ta := w.lead(a)
+
+	// A waiter silenced while it waits; its ctx is canceled.
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	rb := w.campaignAsync(ctx, b)
+	w.settle()
+	heal := s.Silence(w.t, b)
+	cancel()
+	w.withinCtx(rb, time.Now(), context.Canceled, "a silenced waiter's Campaign after its ctx was canceled")
+
+	// A Campaign begun while silenced, with a deadline.
+	dctx, dcancel := context.WithTimeout(w.ctx, w.h.Patience/20)
+	defer dcancel()
+	dl, _ := dctx.Deadline()
+	w.withinCtx(w.campaignAsync(dctx, b), dl, context.DeadlineExceeded, "a silenced candidate's Campaign with a deadline")
+	heal()
+
+	// A silenced leader resigns: the Term ends before Resign returns, and
+	// Resign returns with its ctx at the latest.
+	heal = s.Silence(w.t, a)
+	rctx, rcancel := context.WithTimeout(w.ctx, w.h.Patience/20)
+	defer rcancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Resign(rctx) }()
+	dl, _ = rctx.Deadline()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			w.t.Errorf("Resign of a silenced leader = %v; want nil or context.DeadlineExceeded", err)
+		}
+		if late := time.Since(dl); late > CtxBound {
+			w.t.Errorf("Resign of a silenced leader returned %v after its deadline (bound %v)", late, CtxBound)
+		}
+	case <-time.After(w.h.Patience):
+		w.t.Fatalf("Resign of a silenced leader did not return within %v (ctx %v)", w.h.Patience, w.h.Patience/20)
+	}
+	w.checkEnded(ta, election.ErrResigned)
+	heal()
+
+	// Answered again, the election goes on: b leads (a's release reaches
+	// the store in the background), then b, silenced, closes.
+	r := w.await(w.campaignAsync(w.ctx, b), w.h.Failover+w.h.Patience, "Campaign once the store answers again")
+	if r.err != nil {
+		w.t.Fatalf("Campaign once the store answers again: %v", r.err)
+	}
+	heal = s.Silence(w.t, b)
+	defer heal()
+	w.close(b)
+	w.checkEnded(r.term, election.ErrClosed)
+}
+
+// withinCtx waits for a Campaign that must fail with want within CtxBound
+// of ended, the instant its ctx ended.
+func (w *world) withinCtx(ch <-chan result, ended time.Time, want error, what string) {
+	w.t.Helper()
+	r := w.await(ch, w.h.Patience, what)
+	at := time.Now()
+	if !errors.Is(r.err, want) {
+		w.t.Errorf("%s = %v, %v; want %v", what, r.term, r.err, want)
+	}
+	if late := at.Sub(ended); late > CtxBound {
+		w.t.Errorf("%s returned %v after its ctx ended (bound %v)", what, late, CtxBound)
+	}
+}
+
+// EvictedLeader: another client of the store removes the leader's
+// candidacy through the store's own API (deletes its key or node); the
+// leader's Term ends with one of package election's errors before the
+// waiting candidate's Campaign returns (P3), and the evicted candidate can
+// campaign again. Needs an Evicter.
+func testEvictedLeader(w *world) {
+	ev, ok := w.el.(Evicter)
+	if !ok {
+		w.t.Skip("the backend's Election does not implement electiontest.Evicter")
+	}
+	a, b := w.candidate(), w.candidate()
+	ta := w.lead(a)
+	rb := w.campaignAsync(w.ctx, b)
+	w.settle()
+	ev.Evict(w.t, a, ta)
+	r := w.await(rb, w.h.Failover+w.h.Patience, "Campaign of the waiter after the leader was evicted")
+	if r.err != nil {
+		w.t.Fatalf("the waiter after the leader was evicted: %v", r.err)
+	}
+	// w.campaign checked that ta had ended when r.term was handed out.
+	w.checkEnded(ta, election.ErrSessionLost, election.ErrLeaseExpired)
+	if !sentinel(ta.Err()) {
+		w.t.Errorf("evicted Term ended with %v, none of package election's errors", ta.Err())
+	}
+	ra := w.campaignAsync(w.ctx, a)
+	w.settle()
+	w.resign(b, r.term)
+	r = w.await(ra, w.h.Failover+w.h.Patience, "Campaign of the evicted candidate, again")
+	if r.err != nil {
+		w.t.Fatalf("the evicted candidate campaigning again: %v", r.err)
+	}
+	w.resign(a, r.term)
 }

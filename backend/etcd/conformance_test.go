@@ -1,6 +1,9 @@
 package etcd_test
 
 import (
+	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/electkit/election/electiontest"
 	"github.com/electkit/election/internal/embedetcd"
 	"github.com/electkit/election/internal/etcdtest"
+	"github.com/electkit/election/internal/zktest"
 )
 
 func startEtcd(t testing.TB) []string {
@@ -19,37 +23,84 @@ func startEtcd(t testing.TB) []string {
 	return etcdtest.New(t, embedetcd.Config{}).Endpoints()
 }
 
+// etcdElection is one election of the conformance suite: each candidate
+// has its own client through its own TCP proxy (a plain byte pipe), so that
+// Silence can drop the member's replies to that candidate alone.
 type etcdElection struct {
-	eps  []string
-	name string
-	clis map[election.Elector]*clientv3.Client
+	addr  string // the member's client address, host:port
+	name  string
+	admin *clientv3.Client // another client of the store, for Evict
+	mu    sync.Mutex
+	clis  map[election.Elector]*clientv3.Client
+	px    map[election.Elector]*zktest.Proxy
 }
 
 func (x *etcdElection) Candidate(t *testing.T, opts ...election.Option) election.Elector {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: x.eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	px := zktest.NewProxy(t, x.addr)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + px.Addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cli.Close() })
+	t.Cleanup(func() { cli.Close() }) // before the proxy closes
 	e, err := etcd.New(cli, x.name, append([]election.Option{election.WithTTL(2 * time.Second)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x.clis[e] = cli
+	x.mu.Lock()
+	x.clis[e], x.px[e] = cli, px
+	x.mu.Unlock()
 	return e
 }
 
 func (x *etcdElection) Crash(t *testing.T, e election.Elector) {
-	x.clis[e].Close()
+	x.mu.Lock()
+	cli := x.clis[e]
+	x.mu.Unlock()
+	cli.Close()
+}
+
+// Silence drops the member's replies to e: requests arrive and are carried
+// out, no answer comes back.
+func (x *etcdElection) Silence(t *testing.T, e election.Elector) func() {
+	x.mu.Lock()
+	px := x.px[e]
+	x.mu.Unlock()
+	px.CutReplies()
+	return func() {
+		// The proxy dropped bytes of a stream: what is still open
+		// would never parse again, so it is closed and the client
+		// reconnects, as after a network fault that long.
+		px.Heal()
+		px.Reset()
+	}
+}
+
+// Evict deletes the leader's key with another client, as etcdctl del does.
+func (x *etcdElection) Evict(t *testing.T, e election.Elector, term *election.Term) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := x.admin.Get(ctx, x.name+"/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("Evict: %v", err)
+	}
+	for _, kv := range resp.Kvs {
+		if uint64(kv.CreateRevision) == term.Token() {
+			if _, err := x.admin.Delete(ctx, string(kv.Key)); err != nil {
+				t.Fatalf("Evict: deleting %s: %v", kv.Key, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("Evict: no key of %s under %s/ has create revision %d", e.(*etcd.Elector).ID(), x.name, term.Token())
 }
 
 func TestConformance(t *testing.T) {
 	eps := startEtcd(t)
-	n := 0
+	admin := newClient(t, eps)
 	electiontest.Run(t, electiontest.Harness{
 		NewElection: func(t *testing.T) electiontest.Election {
-			n++
-			return &etcdElection{eps: eps, name: "/conformance/" + t.Name(), clis: map[election.Elector]*clientv3.Client{}}
+			return &etcdElection{addr: strings.TrimPrefix(eps[0], "http://"), name: "/conformance/" + t.Name(), admin: admin,
+				clis: map[election.Elector]*clientv3.Client{}, px: map[election.Elector]*zktest.Proxy{}}
 		},
 		Failover:  2*time.Second + time.Second,
 		Handovers: 30,

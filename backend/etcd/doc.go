@@ -83,6 +83,67 @@
 // by one transaction, which Campaign never does) fail the same way: a
 // token names one leadership only.
 //
+// # Other clients of the store
+//
+// etcd lets any client with access to the prefix delete a key (etcdctl
+// del), delete the whole prefix, revoke a lease, or put a key again
+// without its lease. So a candidacy does not trust its lease alone: from
+// the revision after its key was created, it watches that key (a watch on
+// the one key, then a read that confirms the key is still its own). A
+// DELETE of the key — by another client, with the prefix, by a revoked or
+// expired lease — or a PUT that makes it another's (no lease or another
+// lease, another create revision, another candidate's record) ends the
+// candidacy at once: a leader's Term ends with ErrSessionLost (measured in
+// BENCHMARKS.md, "A leader notices another client": about a millisecond),
+// a waiter's Campaign returns ErrSessionLost, and what is left of it is
+// released. The rule fails closed: a renewal extends the Term only if the
+// watch was live both when it was sent and when it was answered, so a
+// leader whose watch broke (a member restart, a lost stream) keeps its
+// Term only to its current deadline unless the watch is back, and then it
+// reads its key again before trusting it.
+//
+// What is promised when someone else deletes the leader's key: the leader
+// and the next candidate learn of it from the same revision; the next
+// candidate then needs one more round trip (its confirmation) before its
+// Campaign returns, so the old Term ends first in practice, and the tests
+// assert it. It is not a guarantee: etcd delivers one event to two watch
+// streams in no fixed order, and the old leader's process may be paused
+// or slow. The token covers the rest: a store the leader writes to should
+// fence on it (LeaderCmp, or comparing tokens), as it must for a paused
+// process anyway.
+//
+// A waiter wakes when the key ahead of it is deleted or put again without
+// its lease; keys without a lease are skipped (see Garbage below), so a
+// leader that dies after someone re-put its key unleased does not block
+// the election.
+//
+// Election names do not nest into each other: a candidate's key is the
+// prefix plus 16 hex digits, and every read of the queue skips keys
+// further down (those of an election named prefix + "/a", say), so "/svc"
+// and "/svc/a" are two independent elections that never block each other.
+//
+// A key can only lead with a token above every token this Elector has
+// seen lead: a leased key whose create revision is below one already seen
+// (an old key that another client attached a lease to) never leads; Leader
+// returns a *MalformedKeyError saying so, and candidates behind it wait,
+// as for any malformed key. A token never runs backwards.
+//
+// Errors of the store are sorted in one place (errors.go): a closed client,
+// a permission or authentication error (etcd's "permission denied", "user
+// name is empty", an invalid auth token; gRPC PermissionDenied,
+// Unauthenticated, InvalidArgument) is final — Campaign returns it wrapped
+// with ErrSessionLost and the election's name, and a leader's Term ends
+// with it — and everything else (a lost connection, a member without a Raft
+// leader, a timeout) is retried with backoff and logged at most once per
+// 5 s per candidacy, with the number of lines left out, so a retry is never
+// silent.
+//
+// Campaign and Resign return within 100 ms of their ctx ending whatever
+// the store does: what they leave to release (a key, a lease) is tried for
+// 40 ms, then released in the background, for at most one lease window;
+// Close waits for those releases. Leases are drawn with IDs the client
+// chooses, so a grant whose reply was lost is revoked, not left to expire.
+//
 // # Observe
 //
 // An Elector's Observe streams share one watch on the prefix. It first

@@ -105,11 +105,40 @@
 // other candidates from changing a leader's record. A client refused by an
 // ACL gets an error wrapping gozk.ErrNoAuth that names the path.
 //
+// # Other clients of the server
+//
+// Anyone with the rights to can delete a leader's node or the whole
+// election path (zkCli's delete, deleteall), create nodes under it, or
+// change its ACL. A leader watches its own node: its deletion ends the
+// Term at once with ErrSessionLost (as does a heartbeat that finds the
+// node gone or changed), and the next candidate, woken by the same
+// deletion, needs one more round trip (its listing and check) before its
+// Campaign returns, so the old Term ends first in practice; the tests
+// assert it. It is not a guarantee — the server sends the two
+// notifications on two connections, and the old leader's process may be
+// paused — so a store the leader writes to should fence on the token
+// (CheckOp). A waiter whose node vanishes makes a new one and waits on
+// (see above). A persistent node named like a candidate's never leads and
+// is skipped (see Garbage).
+//
+// The client's errors are sorted in one place (errors.go): a closed
+// connection (ErrClosing, or ErrConnectionClosed from a Conn closed for
+// good) ends Campaign at once with ErrSessionLost; an ACL or authentication
+// refusal (ErrNoAuth, ErrAuthFailed, ErrInvalidACL) or a bad path ends it
+// with that error wrapped, naming the path; everything else (a connection
+// being re-established, a session being replaced) is waited out and logged
+// at most once per 5 s, with the number of lines left out.
+//
+// Campaign and Resign return within 100 ms of their ctx ending whatever
+// the server does: a node they leave behind is deleted for up to 40 ms,
+// then by the background reaper, which Close waits for (bounded by one
+// lease window); the node goes with its session at the latest. Dial
+// returns with its ctx too. The lease clocks of ended Terms are dropped as
+// soon as their hooks have returned, so an Elector that leads many times
+// does not grow.
+//
 // # Not promised
 //
 // Priority does not order candidates here: they are served first come,
-// first served, and Leader carries Priority as given. Deleting a leader's
-// node by hand (with the rights to) ends its Term within a round trip,
-// through its watch, not before another candidate may lead: that is what
-// the token is for.
+// first served, and Leader carries Priority as given.
 package zk

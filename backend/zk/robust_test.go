@@ -241,3 +241,37 @@ func TestPersistentLeaderLikeNodeNeverLeads(t *testing.T) {
 		t.Errorf("a's Term ended: %v", ta.Err())
 	}
 }
+
+// A create whose reply is lost and whose Campaign gives up (ctx) leaves a
+// node of the candidate's own live session; it is found and deleted once
+// the server answers again, so it never heads the order for nobody.
+func TestAbandonedCreateNeverBlocks(t *testing.T) {
+	path := newPath(t)
+	a := newElector(t, newConn(t), path, "a")
+	ta := lead(t, a)
+	px := zktest.NewProxy(t, server(t).Addr)
+	t.Cleanup(px.Close)
+	b := newElector(t, zktest.Conn(t, []string{px.Addr}, ttl), path, "b")
+	admin := newConn(t)
+	px.CutReplies()
+	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+	defer cancel()
+	r := await(t, campaignAsync(ctx, b), patience, "b's Campaign while its replies are lost")
+	if !errors.Is(r.err, context.DeadlineExceeded) {
+		t.Fatalf("b's Campaign = %v, %v; want context.DeadlineExceeded", r.t, r.err)
+	}
+	eventually(t, "b's create carried out", func() bool { return len(children(t, admin, path)) == 2 })
+	px.Heal()
+	px.Reset() // the cut stream would never parse again: the client reconnects
+	eventually(t, "b's abandoned node deleted", func() bool { return len(children(t, admin, path)) == 1 })
+	ch := campaignAsync(ctxT(t), b)
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, ch, patience, "b after a resigned"); r.err != nil {
+		t.Fatalf("b after a resigned: %v", r.err)
+	}
+	if ta.Err() == nil {
+		t.Error("a's Term valid after Resign")
+	}
+}

@@ -135,10 +135,14 @@ type Elector struct {
 	mu      sync.Mutex
 	closed  bool
 	cand    *candidacy
-	pending []string               // nodes of ended candidacies not yet deleted
-	reaping bool                   // the reaper goroutine is running
-	clocks  []*election.LeaseClock // every Term's clock: Close waits for their hooks
-	obs     *watch.Feed            // Observe: one watcher per Elector, started by the first stream
+	pending []string // nodes of ended candidacies not yet deleted
+	reaping bool     // the reaper goroutine is running
+	// abandoned holds the GUIDs of creates given up before their reply
+	// (ctx, Close, a lost connection): their node may exist, owned by this
+	// session, until found and deleted.
+	abandoned map[string]bool
+	clocks    []*election.LeaseClock // every Term's clock: Close waits for their hooks
+	obs       *watch.Feed            // Observe: one watcher per Elector, started by the first stream
 }
 
 // candidacy is one node, from Campaign until it is withdrawn.
@@ -416,11 +420,37 @@ func (e *Elector) findAndDrop(guid string, err error) error {
 		e.wg.Add(1)
 	}
 	e.mu.Unlock()
+	e.mu.Lock()
+	if e.abandoned == nil {
+		e.abandoned = map[string]bool{}
+	}
+	e.abandoned[guid] = true
+	e.mu.Unlock()
+	// find looks for the node until the answer is certain: a node left by
+	// an abandoned create, owned by this live session, would otherwise
+	// sit in the order for as long as the session lives, and the election
+	// would wait behind it.
 	find := func() {
-		ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
-		defer cancel()
-		if node, ferr := e.findGUID(ctx, guid); ferr == nil && node != "" {
-			e.drop(node)
+		delay := retryDelay
+		for {
+			ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+			node, ferr := e.findGUID(ctx, guid)
+			cancel()
+			switch {
+			case ferr == nil:
+				e.mu.Lock()
+				delete(e.abandoned, guid)
+				e.mu.Unlock()
+				if node != "" {
+					e.drop(node)
+				}
+				return
+			case e.bg.Err() != nil, e.finalErr("looking for an abandoned node", ferr) != nil:
+				return // Close deletes what is pending; the node goes with the session at the latest
+			}
+			e.retryLog("looking for the node of an abandoned create", ferr)
+			sleep(e.bg, delay)
+			delay = min(2*delay, time.Second)
 		}
 	}
 	if closed {
@@ -433,6 +463,19 @@ func (e *Elector) findAndDrop(guid string, err error) error {
 		find()
 	}()
 	return err
+}
+
+// wasAbandoned reports whether name is the node of an abandoned create,
+// and forgets its GUID.
+func (e *Elector) wasAbandoned(name string) bool {
+	g := guidOf(name)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if g == "" || !e.abandoned[g] {
+		return false
+	}
+	delete(e.abandoned, g)
+	return true
 }
 
 // findGUID returns the child of the election path whose name carries guid,
@@ -585,6 +628,11 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 				return nil, err
 			}
 			continue
+		}
+		if e.wasAbandoned(pred) {
+			// A node of this session's that an abandoned create left: it
+			// would lead for nobody. Delete it; waitGone sees it go.
+			e.drop(e.path + "/" + pred)
 		}
 		gone, persistent, err := e.waitGone(ctx, c, pred)
 		if err != nil {

@@ -83,10 +83,11 @@ func ctxT(t *testing.T) context.Context {
 // its own connection through its own proxy, so that Crash can cut it off
 // silently and let its session expire, as a dead process's would.
 type zkElection struct {
-	addr string
-	path string
-	mu   sync.Mutex
-	px   map[election.Elector]*zktest.Proxy
+	addr  string
+	path  string
+	admin *gozk.Conn // another client of the server, for Evict
+	mu    sync.Mutex
+	px    map[election.Elector]*zktest.Proxy
 }
 
 func (z *zkElection) Candidate(t *testing.T, opts ...election.Option) election.Elector {
@@ -111,11 +112,40 @@ func (z *zkElection) Crash(t *testing.T, e election.Elector) {
 	px.Cut()
 }
 
+// Silence drops the server's replies to e: requests arrive and are carried
+// out, no answer comes back.
+func (z *zkElection) Silence(t *testing.T, e election.Elector) func() {
+	z.mu.Lock()
+	px := z.px[e]
+	z.mu.Unlock()
+	px.CutReplies()
+	return func() {
+		// The proxy dropped bytes of a stream: what is still open
+		// would never parse again, so it is closed and the client
+		// reconnects, as after a network fault that long.
+		px.Heal()
+		px.Reset()
+	}
+}
+
+// Evict deletes the leader's node with another connection, as zkCli's
+// delete does.
+func (z *zkElection) Evict(t *testing.T, e election.Elector, term *election.Term) {
+	node, err := e.(*zk.Elector).Node(term)
+	if err != nil {
+		t.Fatalf("Evict: %v", err)
+	}
+	if err := z.admin.Delete(node, -1); err != nil {
+		t.Fatalf("Evict: deleting %s: %v", node, err)
+	}
+}
+
 func TestConformance(t *testing.T) {
 	srv := server(t)
+	admin := newConn(t)
 	electiontest.Run(t, electiontest.Harness{
 		NewElection: func(t *testing.T) electiontest.Election {
-			return &zkElection{addr: srv.Addr, path: newPath(t), px: map[election.Elector]*zktest.Proxy{}}
+			return &zkElection{addr: srv.Addr, path: newPath(t), admin: admin, px: map[election.Elector]*zktest.Proxy{}}
 		},
 		// Session timeout, plus up to a tick for the server's expiry
 		// buckets, plus the watch and the confirming check.

@@ -31,11 +31,21 @@ type Bugs struct {
 	ResignNoRevoke  bool // Resign and Close leave the key to expire with its lease (P6)
 	NoRenew         bool // keepalives never reach the lease clock: every Term dies after one window (P7)
 	NoHooks         bool // the renewal hooks are never called (P7, ErrUnhealthy)
+	// IgnoreCtxWhenSilent: while the store does not answer, Campaign and
+	// Resign wait for it, whatever their ctx says.
+	IgnoreCtxWhenSilent bool
+	// EvictionUnnoticed: a leader whose lease another client revokes keeps
+	// its Term until its next keepalive fails (P3).
+	EvictionUnnoticed bool
+	// NoSentinel: a Term ended by another client's revoke ends with
+	// context.Canceled, none of package election's errors.
+	NoSentinel bool
 }
 
 var (
 	errLeaseNotFound = errors.New("refbackend: lease not found")
 	errConnLost      = errors.New("refbackend: connection lost")
+	errSilent        = errors.New("refbackend: the store did not answer")
 )
 
 // Store is the in-process store of one election.
@@ -59,6 +69,11 @@ type lease struct {
 	expiresAt time.Time
 	dead      chan struct{} // closed when the lease expired or was revoked
 	key       *key
+	// revoked, when set, is called under the store's lock when another
+	// client revokes the lease: the owner's watch on its own key, which the
+	// store notifies before anyone else (a model: a real store promises no
+	// order; a real backend's successor needs one more round trip).
+	revoked func()
 }
 
 // NewStore returns an empty store with the given faults.
@@ -80,7 +95,7 @@ func (s *Store) keepAlive(l *lease) error {
 	defer s.mu.Unlock()
 	now := iclock.Now()
 	if !now.Before(l.expiresAt) {
-		s.revokeLocked(l)
+		s.revokeLocked(l, false)
 	}
 	select {
 	case <-l.dead:
@@ -98,16 +113,24 @@ func (s *Store) expire(l *lease) {
 	if iclock.Now().Before(l.expiresAt) {
 		return // renewed since the timer fired
 	}
-	s.revokeLocked(l)
+	s.revokeLocked(l, false)
 }
 
 func (s *Store) revoke(l *lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.revokeLocked(l)
+	s.revokeLocked(l, false)
 }
 
-func (s *Store) revokeLocked(l *lease) {
+// revokeByOther revokes l as another client of the store does: its owner
+// is told.
+func (s *Store) revokeByOther(l *lease) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revokeLocked(l, true)
+}
+
+func (s *Store) revokeLocked(l *lease, byOther bool) {
 	select {
 	case <-l.dead:
 		return
@@ -115,6 +138,9 @@ func (s *Store) revokeLocked(l *lease) {
 	}
 	close(l.dead)
 	l.timer.Stop()
+	if l.revoked != nil && byOther {
+		l.revoked()
+	}
 	for i, k := range s.keys {
 		if k.lease == l {
 			s.keys = append(s.keys[:i], s.keys[i+1:]...)
@@ -184,6 +210,7 @@ type Elector struct {
 	mu     sync.Mutex
 	closed bool
 	cut    bool
+	silent chan struct{} // non-nil while the store does not answer; closed by heal
 	cand   *candidacy
 	clocks []*election.LeaseClock // every Term's clock: Close waits for their hooks
 }
@@ -217,6 +244,60 @@ func (e *Elector) Crash() {
 	if !e.cut {
 		e.cut = true
 		close(e.cutCh)
+	}
+}
+
+// Silence makes the store stop answering the Elector until heal is
+// called: its requests wait (for their ctx, or for ever), its keepalives
+// fail, its lease is no longer renewed.
+func (e *Elector) Silence() (heal func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.silent == nil {
+		e.silent = make(chan struct{})
+	}
+	ch := e.silent
+	return func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if e.silent == ch {
+			close(ch)
+			e.silent = nil
+		}
+	}
+}
+
+// Evict revokes the lease of the Elector's current candidacy, as another
+// client of the store can.
+func (e *Elector) Evict() {
+	e.mu.Lock()
+	c := e.cand
+	e.mu.Unlock()
+	if c != nil {
+		e.s.revokeByOther(c.lease)
+	}
+}
+
+// answer waits while the store does not answer: until it does again, ctx
+// ends or the Elector closes.
+func (e *Elector) answer(ctx context.Context) error {
+	e.mu.Lock()
+	ch := e.silent
+	e.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	done := ctx.Done()
+	if e.s.bugs.IgnoreCtxWhenSilent {
+		done = nil
+	}
+	select {
+	case <-ch:
+		return nil
+	case <-done:
+		return ctx.Err()
+	case <-e.closing:
+		return election.ErrClosed
 	}
 }
 
@@ -255,11 +336,21 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	if err := e.connErr(); err != nil {
 		return nil, err
 	}
+	if err := e.answer(ctx); err != nil {
+		return nil, err
+	}
 	c, err := e.start()
 	if err != nil {
 		return nil, err
 	}
 	for !e.s.isHead(c.key) {
+		if err := e.answer(ctx); err != nil {
+			if errors.Is(err, election.ErrClosed) {
+				return nil, err
+			}
+			e.withdraw(c)
+			return nil, err
+		}
 		_, changed := e.s.board.Get()
 		if e.s.isHead(c.key) {
 			break
@@ -279,6 +370,13 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	}
 	// P4: the key exists under a live lease and is the oldest, confirmed by
 	// a renewal whose send time starts the Term's deadline.
+	if err := e.answer(ctx); err != nil {
+		if errors.Is(err, election.ErrClosed) {
+			return nil, err
+		}
+		e.withdraw(c)
+		return nil, err
+	}
 	sent := iclock.Now()
 	if err := e.connErr(); err != nil {
 		return nil, e.lost(c)
@@ -357,6 +455,11 @@ func (e *Elector) start() (*candidacy, error) {
 		return nil, fmt.Errorf("%w: creating the key of %s: %w", election.ErrSessionLost, e.o.ID, err)
 	}
 	c := &candidacy{lease: l, key: k, stop: make(chan struct{}), elected: make(chan struct{})}
+	if !e.s.bugs.EvictionUnnoticed {
+		e.s.mu.Lock()
+		l.revoked = func() { e.evicted(c) }
+		e.s.mu.Unlock()
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -367,6 +470,22 @@ func (e *Elector) start() (*candidacy, error) {
 	e.wg.Add(1)
 	go e.keepAlive(c)
 	return c, nil
+}
+
+// evicted ends c's Term, if it leads, when another client revokes its
+// lease. It runs under the store's lock.
+func (e *Elector) evicted(c *candidacy) {
+	e.mu.Lock()
+	clock := c.clock
+	e.mu.Unlock()
+	if clock == nil {
+		return // a waiter: Campaign sees the lease die
+	}
+	var cause error = fmt.Errorf("%w: the lease of key %d was revoked", election.ErrSessionLost, c.key.leader.Token)
+	if e.s.bugs.NoSentinel {
+		cause = context.Canceled
+	}
+	clock.End(cause)
 }
 
 // lost reports why a waiting candidacy ended: Resign, Close, or the lease.
@@ -403,7 +522,7 @@ func (e *Elector) withdraw(c *candidacy) {
 // end ends c's Term (if any) with cause, first, then stops its keepalives
 // and deletes its key by revoking the lease. It does not wait for renewal
 // hooks (a hook may be the caller, through Resign); Close does.
-func (e *Elector) end(c *candidacy, cause error) {
+func (e *Elector) end(c *candidacy, cause error) (released <-chan struct{}) {
 	var clock *election.LeaseClock
 	e.mu.Lock()
 	clock = c.clock
@@ -412,12 +531,35 @@ func (e *Elector) end(c *candidacy, cause error) {
 		clock.End(cause)
 	}
 	close(c.stop)
+	done := make(chan struct{})
 	e.mu.Lock()
-	cut := e.cut
-	e.mu.Unlock()
-	if !cut && !e.s.bugs.ResignNoRevoke { // a cut-off candidate's lease expires on the store
-		e.s.revoke(c.lease)
+	cut, silent, closed := e.cut, e.silent, e.closed
+	if silent != nil && !closed {
+		e.wg.Add(1) // before Close's Wait: Close sets closed under mu first
 	}
+	e.mu.Unlock()
+	switch {
+	case cut || e.s.bugs.ResignNoRevoke: // a cut-off candidate's lease expires on the store
+		close(done)
+	case silent == nil:
+		e.s.revoke(c.lease)
+		close(done)
+	case closed: // the store does not answer: the lease expires there
+		close(done)
+	default:
+		// The revoke waits for the store to answer, in the background;
+		// Close stops waiting and leaves the lease to expire.
+		go func() {
+			defer e.wg.Done()
+			defer close(done)
+			select {
+			case <-silent:
+				e.s.revoke(c.lease)
+			case <-e.closing:
+			}
+		}()
+	}
+	return done
 }
 
 // keepAlive renews c's lease every TTL/3 while the candidacy lasts, drives
@@ -453,6 +595,13 @@ func (e *Elector) keepAlive(c *candidacy) {
 		sent := iclock.Now()
 		err := e.connErr()
 		if err == nil {
+			e.mu.Lock()
+			if e.silent != nil {
+				err = errSilent
+			}
+			e.mu.Unlock()
+		}
+		if err == nil {
 			err = e.s.keepAlive(c.lease)
 		}
 		if clock != nil && !e.s.bugs.NoRenew {
@@ -466,8 +615,9 @@ func (e *Elector) keepAlive(c *candidacy) {
 	}
 }
 
-// Resign implements election.Elector. The store is in-process, so ctx never
-// stops it.
+// Resign implements election.Elector. It ends the Term at once and waits
+// for the key's release while ctx lasts; a release the store has not
+// answered goes on in the background.
 func (e *Elector) Resign(ctx context.Context) error {
 	e.mu.Lock()
 	if e.closed {
@@ -480,8 +630,19 @@ func (e *Elector) Resign(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
-	e.end(c, election.ErrResigned)
-	return nil
+	released := e.end(c, election.ErrResigned)
+	done := ctx.Done()
+	if e.s.bugs.IgnoreCtxWhenSilent {
+		done = nil
+	}
+	select {
+	case <-released:
+		return nil
+	case <-done:
+		return ctx.Err()
+	case <-e.closing:
+		return nil
+	}
 }
 
 // Leader implements election.Elector.
