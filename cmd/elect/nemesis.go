@@ -176,6 +176,9 @@ func runCandidate(args []string, stderr io.Writer) int {
 	}
 	cfg.Endpoints = strings.Split(endpoints, ",")
 	cfg.Log = stderr
+	// The etcd credentials come from the environment, not the command line
+	// that every user of the machine can read.
+	cfg.Username, cfg.Password = os.Getenv(harness.EnvUser), os.Getenv(harness.EnvPassword)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := harness.RunCandidate(ctx, cfg); err != nil && !errors.Is(err, context.Canceled) {

@@ -66,6 +66,12 @@ type Config struct {
 	// default, 300).
 	AuthTokenTTL uint
 
+	// BcryptCost is the cost of the bcrypt hash of users' passwords (0 =
+	// etcd's default, 10). Each login checks one hash: a low cost (4, the
+	// least) keeps logins cheap where many clients log in to a loaded
+	// test cluster.
+	BcryptCost uint
+
 	// ReadyTimeout bounds the wait for members to become ready
 	// (0 = DefaultReadyTimeout).
 	ReadyTimeout time.Duration
@@ -144,6 +150,9 @@ func (cfg Config) embedConfig(spec memberSpec) *embed.Config {
 	ec.InitialClusterToken = spec.clusterToken
 	ec.ClusterState = embed.ClusterStateFlagNew
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(cfg.Logger)
+	if cfg.BcryptCost > 0 {
+		ec.BcryptCost = cfg.BcryptCost
+	}
 	if cfg.AuthTokenTTL > 0 {
 		ec.AuthTokenTTL = cfg.AuthTokenTTL
 	}

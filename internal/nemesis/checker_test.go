@@ -470,3 +470,30 @@ func TestSaveLoadHistory(t *testing.T) {
 		t.Error("saved into a missing directory")
 	}
 }
+
+// TestCheckValidTermsOperatorGrace: an overlap of a few milliseconds as
+// another client removes the leader's key passes within the grace, and is
+// reported; a longer one, or one with no operator fault, does not.
+func TestCheckValidTermsOperatorGrace(t *testing.T) {
+	h := func(demotedMs int64, faults ...Fault) *History {
+		return &History{Start: t0, End: at(3000), Faults: faults, Events: []Event{
+			elected("a", 1, 0, 900),
+			elected("b", 2, 502, 1500), // a's Term is valid until demotedMs
+			demoted("a", 1, demotedMs),
+			demoted("b", 2, 1400),
+		}}
+	}
+	op := Fault{Kind: "operator", Target: "delete the leader's key", Start: at(500), End: at(501)}
+	if v := CheckValidTermsGrace(h(504, op), 100*time.Millisecond); !v.OK || !strings.Contains(v.Detail, "1 overlapped") || !strings.Contains(v.Detail, "2.000ms") {
+		t.Errorf("a 2 ms overlap under an operator fault: OK=%v %s", v.OK, v.Detail)
+	}
+	if v := CheckValidTermsGrace(h(504), 100*time.Millisecond); v.OK {
+		t.Errorf("a 2 ms overlap with no operator fault passed: %s", v.Detail)
+	}
+	if v := CheckValidTermsGrace(h(800, op), 100*time.Millisecond); v.OK {
+		t.Errorf("a 298 ms overlap under an operator fault passed: %s", v.Detail)
+	}
+	if v := CheckValidTerms(h(504, op)); v.OK {
+		t.Errorf("CheckValidTerms (no grace) let an overlap pass: %s", v.Detail)
+	}
+}

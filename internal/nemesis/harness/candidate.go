@@ -36,6 +36,9 @@ type CandidateConfig struct {
 	Register  string        // the register's address, host:port
 	Work      time.Duration // see DefaultWork; 0 means DefaultWork
 	Log       io.Writer     // the candidate's diagnostics; nil discards them
+	// Username and Password log the etcd client in, when the store has
+	// authentication on; empty for none.
+	Username, Password string
 }
 
 // sink is where a candidate sends its writes and reports: the register's
@@ -271,6 +274,7 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 		cli, err := clientv3.New(clientv3.Config{
 			Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second,
 			DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second,
+			Username: cfg.Username, Password: cfg.Password,
 			Logger: zap.NewNop(),
 		})
 		if err != nil {

@@ -23,6 +23,14 @@
 //	expire      end a waiting candidate's session (etcd: revoke its lease;
 //	            zk: cut it off past the session timeout)
 //	garbage     write stray keys/znodes under the election prefix; remove them
+//	operator    what another client can do through the store's API: etcd —
+//	            delete the leader's key, revoke its lease, delete the
+//	            prefix, put the key again without its lease, revoke the
+//	            candidates' permission (auth is on) and grant it again;
+//	            ZooKeeper — delete the leader's node, delete the path and
+//	            every child, create a persistent node named like a
+//	            candidate's with sequence 0, make the path read-only
+//	            (setAcl) and writable again
 //	crash       inmem: crash the leader's member; recover it
 //	partition   inmem: partition the leader away from every other member; heal
 //
@@ -62,6 +70,7 @@ const (
 	Garbage   = "garbage"
 	Crash     = "crash"
 	Partition = "partition"
+	Operator  = "operator"
 )
 
 // Kinds returns the fault kinds a backend supports, the default mix.
@@ -69,7 +78,7 @@ func Kinds(backend string) []string {
 	if backend == "inmem" {
 		return []string{Crash, Partition}
 	}
-	return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage}
+	return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator}
 }
 
 // Defaults.
@@ -118,6 +127,16 @@ type Config struct {
 // for a store member that restarts or re-elects its own leader, and for
 // the scheduling noise of a loaded machine.
 func FailoverBound(ttl time.Duration) time.Duration { return 2*ttl + 3*time.Second }
+
+// OperatorGrace is how long a leader's Term may overlap its successor's
+// when another client removes the leader's key (the operator nemesis):
+// both learn of it from one store event, and the successor needs one more
+// round trip, but nothing orders two processes' handling of the event on a
+// loaded machine. Such overlaps are reported, not violations
+// (nemesis.CheckValidTermsGrace); the fenced register's writes are judged
+// as ever. A leader that does not watch its key overlaps until its next
+// renewal (a third of the TTL) or for good, far past this.
+const OperatorGrace = 100 * time.Millisecond
 
 func bad(field, value, reason string) error {
 	return &election.OptionError{Field: field, Value: value, Reason: reason}
@@ -253,7 +272,7 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 	if err != nil {
 		return hist, nemesis.Report{}, err
 	}
-	rep := nemesis.Check(hist, nemesis.CheckOptions{FailoverBound: FailoverBound(cfg.TTL)})
+	rep := nemesis.Check(hist, nemesis.CheckOptions{FailoverBound: FailoverBound(cfg.TTL), OperatorGrace: OperatorGrace})
 	if !rep.OK() && cfg.VisPath != "" {
 		// The visualization is for failing runs: check again, drawing it.
 		for i, v := range rep.Verdicts {
@@ -464,6 +483,8 @@ func (h *run) inject(ctx context.Context, kind string) error {
 		return h.expire(ctx)
 	case Garbage:
 		return h.garbage(ctx)
+	case Operator:
+		return h.operator(ctx)
 	}
 	return fmt.Errorf("unknown fault %q", kind)
 }

@@ -160,6 +160,37 @@ func TestNemesisZK(t *testing.T) {
 	checkMix(t, harness.Config{Backend: "zk", Seed: 42, Duration: mixDuration(40*time.Second, 15*time.Second)}, minKinds(5, 2))
 }
 
+// TestOperator runs the operator nemesis alone, with short gaps, so that
+// each run goes through most of its actions: every one must leave the
+// checkers OK.
+func TestOperator(t *testing.T) {
+	for _, backend := range []string{"etcd", "zk"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "zk" {
+				zktest.Require(t)
+			}
+			cfg := harness.Config{Backend: backend, Seed: 11, Faults: []string{harness.Operator}, Gap: time.Second,
+				Duration: mixDuration(25*time.Second, 10*time.Second)}
+			hist, rep := runMix(t, cfg)
+			if !rep.OK() {
+				t.Errorf("backend %s, seed %d: a checker failed:\n%s", cfg.Backend, cfg.Seed, rep.String())
+			}
+			actions := map[string]int{}
+			for _, f := range hist.Faults {
+				if f.Kind == harness.Operator {
+					// The action is the target's first three words.
+					w := strings.Fields(f.Target)
+					actions[strings.Join(w[:min(3, len(w))], " ")]++
+				}
+			}
+			if n := minKinds(3, 1); len(actions) < n {
+				t.Errorf("operator actions %v: want at least %d kinds", actions, n)
+			}
+			t.Logf("operator actions: %v", actions)
+		})
+	}
+}
+
 func TestNemesisInmem(t *testing.T) {
 	checkMix(t, harness.Config{Backend: "inmem", Seed: 42, Duration: mixDuration(20*time.Second, 10*time.Second)}, 2)
 }

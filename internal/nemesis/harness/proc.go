@@ -58,6 +58,9 @@ func (h *run) startProc(id string) (*proc, error) {
 		"--work", h.cfg.Work.String(),
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if user, pw := h.st.credentials(); user != "" {
+		cmd.Env = append(os.Environ(), EnvUser+"="+user, EnvPassword+"="+pw)
+	}
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -32,8 +32,32 @@ type store interface {
 	// garbage writes stray entries under the election prefix and returns
 	// what removes them.
 	garbage(ctx context.Context, rng *rand.Rand) (remove func(context.Context) error, err error)
+	// operator does one thing another client of the store can do to the
+	// election (see run.operator), and returns what it did and what undoes
+	// it (nil: nothing to undo).
+	operator(ctx context.Context, rng *rand.Rand, leaderID string) (what string, undo func(context.Context) error, err error)
+	// credentials returns the user and password candidates log in with;
+	// empty where the store has no authentication on.
+	credentials() (user, password string)
 	close()
 }
+
+// The environment variables that pass a candidate process its etcd
+// credentials.
+const (
+	EnvUser     = "ELECT_NEMESIS_ETCD_USER"
+	EnvPassword = "ELECT_NEMESIS_ETCD_PASSWORD"
+)
+
+// The etcd users of a run: root (the harness's own client) and the
+// candidates', whose role holds read-write on the election prefix only, so
+// that the operator nemesis can revoke and grant it again.
+const (
+	rootPassword      = "nemesis-root"
+	candidateUser     = "candidate"
+	candidatePassword = "nemesis-candidate"
+	candidateRole     = candidateUser + "-role"
+)
 
 const etcdElection = "/nemesis/election"
 
@@ -43,18 +67,38 @@ type etcdStore struct {
 }
 
 func startEtcd(dir string) (*etcdStore, error) {
-	c, err := embedetcd.StartCluster(3, embedetcd.Config{Dir: dir, TickMs: 50, ElectionMs: 500, ReadyTimeout: time.Minute})
+	c, err := embedetcd.StartCluster(3, embedetcd.Config{Dir: dir, TickMs: 50, ElectionMs: 500, ReadyTimeout: time.Minute, BcryptCost: 4})
 	if err != nil {
 		return nil, fmt.Errorf("etcd cluster: %w", err)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second,
-		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second,
+		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop()}
+	setup, err := clientv3.New(cfg)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = embedetcd.AddUser(ctx, setup, candidateUser, candidatePassword, etcdElection+"/")
+	if err == nil {
+		err = embedetcd.EnableAuth(ctx, setup, rootPassword)
+	}
+	setup.Close()
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("etcd auth: %w", err)
+	}
+	cfg.Username, cfg.Password = "root", rootPassword
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
 	return &etcdStore{c: c, cli: cli}, nil
 }
+
+func (s *etcdStore) credentials() (string, string) { return candidateUser, candidatePassword }
 
 func (s *etcdStore) addrs() []string {
 	var out []string

@@ -26,11 +26,12 @@ func startZK(dir string) (*zkStore, error) {
 	return &zkStore{e: e}, nil
 }
 
-func (s *zkStore) addrs() []string          { return s.e.Addrs() }
-func (s *zkStore) endpoint(a string) string { return a }
-func (s *zkStore) election() string         { return zkElection }
-func (s *zkStore) memberName(i int) string  { return fmt.Sprintf("zk%d", s.e.Servers[i].ID) }
-func (s *zkStore) close()                   { s.e.Stop() }
+func (s *zkStore) addrs() []string               { return s.e.Addrs() }
+func (s *zkStore) endpoint(a string) string      { return a }
+func (s *zkStore) election() string              { return zkElection }
+func (s *zkStore) memberName(i int) string       { return fmt.Sprintf("zk%d", s.e.Servers[i].ID) }
+func (s *zkStore) close()                        { s.e.Stop() }
+func (s *zkStore) credentials() (string, string) { return "", "" }
 
 func (s *zkStore) leader() int {
 	for i, srv := range s.e.Servers {

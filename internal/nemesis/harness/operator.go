@@ -1,0 +1,222 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand"
+	"strings"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election/internal/nemesis"
+	"github.com/electkit/election/internal/zktest"
+)
+
+// operator: another client of the store does, through the store's normal
+// API, what an operator with etcdctl or zkCli can do to the election — the
+// action picked by the run's target draws — and undoes it after a while
+// where it leaves something behind. The P3 and linearizability checks
+// judge what the candidates made of it.
+func (h *run) operator(ctx context.Context) error {
+	leader := ""
+	if ev, ok := h.reg.Leader(); ok {
+		leader = ev.Candidate
+	}
+	start := nemesis.Mono()
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	what, undo, err := h.st.operator(octx, h.pick, leader)
+	cancel()
+	if err != nil {
+		if undo != nil {
+			uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = errors.Join(err, undo(uctx))
+			cancel()
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	d := time.Duration(0)
+	if undo != nil {
+		d = h.between(h.cfg.TTL/2, 2*h.cfg.TTL)
+		_ = sleep(ctx, d)
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = undo(uctx)
+		cancel()
+	}
+	h.fault(nemesis.Fault{Kind: Operator, Target: what, Start: start, End: nemesis.Mono()})
+	h.logf("operator: %s (leader %q; undone after %v, err %v)", what, leader, d.Round(time.Millisecond), err)
+	return nil
+}
+
+// etcd's operator actions.
+func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID string) (string, func(context.Context) error, error) {
+	action := rng.Intn(5)
+	if action == 2 || leaderID == "" {
+		_, err := s.cli.Delete(ctx, etcdElection+"/", clientv3.WithPrefix())
+		return "delete the prefix " + etcdElection + "/", nil, err
+	}
+	key, lease, value, err := s.keyOf(ctx, leaderID)
+	if err != nil {
+		return "find the leader's key", nil, err
+	}
+	switch action {
+	case 0:
+		_, err := s.cli.Delete(ctx, key)
+		return "delete the leader's key " + key, nil, err
+	case 1:
+		_, err := s.cli.Revoke(ctx, lease)
+		return fmt.Sprintf("revoke the leader's lease %016x", int64(lease)), nil, err
+	case 3:
+		// Put again without a lease: the key never expires; the undo
+		// deletes it if it still has no lease.
+		undo := func(ctx context.Context) error {
+			_, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", 0)).
+				Then(clientv3.OpDelete(key)).Commit()
+			return err
+		}
+		_, err := s.cli.Put(ctx, key, string(value))
+		return "put the leader's key " + key + " again without its lease", undo, err
+	default:
+		// Revoke the candidates' permission on the election's keys, and
+		// grant it again.
+		undo := func(ctx context.Context) error {
+			_, err := s.cli.RoleGrantPermission(ctx, candidateRole, etcdElection+"/",
+				clientv3.GetPrefixRangeEnd(etcdElection+"/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		}
+		_, err := s.cli.RoleRevokePermission(ctx, candidateRole, etcdElection+"/", clientv3.GetPrefixRangeEnd(etcdElection+"/"))
+		return "revoke the candidates' permission on " + etcdElection + "/", undo, err
+	}
+}
+
+// keyOf returns the leased key under the election prefix whose record
+// names id.
+func (s *etcdStore) keyOf(ctx context.Context, id string) (string, clientv3.LeaseID, []byte, error) {
+	resp, err := s.cli.Get(ctx, etcdElection+"/", clientv3.WithPrefix())
+	if err != nil {
+		return "", 0, nil, err
+	}
+	for _, kv := range resp.Kvs {
+		var rec struct {
+			ID string `json:"id"`
+		}
+		if kv.Lease != 0 && json.Unmarshal(kv.Value, &rec) == nil && rec.ID == id {
+			return string(kv.Key), clientv3.LeaseID(kv.Lease), kv.Value, nil
+		}
+	}
+	return "", 0, nil, fmt.Errorf("no leased key of %s under %s/", id, etcdElection)
+}
+
+// ZooKeeper's operator actions.
+func (s *zkStore) operator(ctx context.Context, rng *rand.Rand, leaderID string) (string, func(context.Context) error, error) {
+	conn, err := zktest.Connect(s.e.Addrs(), 4*time.Second)
+	if err != nil {
+		return "connect", nil, err
+	}
+	action := rng.Intn(4)
+	if action == 0 && leaderID == "" {
+		action = 1
+	}
+	switch action {
+	case 0:
+		node, err := s.nodeOf(conn, leaderID)
+		if err == nil {
+			err = conn.Delete(node, -1)
+		}
+		conn.Close()
+		return "delete the leader's node " + node, nil, err
+	case 1:
+		err := deleteAll(conn, zkElection)
+		conn.Close()
+		return "delete the election path " + zkElection + " and its children", nil, err
+	case 2:
+		// A persistent node named like a candidate's, with sequence 0: it
+		// heads the order and never goes on its own.
+		name := fmt.Sprintf("%s/_c_%032x-cand-0000000000", zkElection, rng.Uint64())
+		_, err := conn.Create(name, []byte(`{"v":1,"id":"operator"}`), 0, gozk.WorldACL(gozk.PermAll))
+		undo := func(ctx context.Context) error {
+			defer conn.Close()
+			if err := conn.Delete(name, -1); err != nil && !errors.Is(err, gozk.ErrNoNode) {
+				return err
+			}
+			return nil
+		}
+		return "create a persistent node like a leader's, " + name, undo, err
+	default:
+		// Only read on the election path for everyone but the operator
+		// (a digest identity of its own, so that it can restore the ACL):
+		// no candidate can create or delete a node until the undo.
+		if err := conn.AddAuth("digest", []byte(operatorUser+":"+operatorPassword)); err != nil {
+			conn.Close()
+			return "authenticate as " + operatorUser, nil, err
+		}
+		acl := append(gozk.WorldACL(gozk.PermRead), gozk.DigestACL(gozk.PermAll, operatorUser, operatorPassword)...)
+		_, err := conn.SetACL(zkElection, acl, -1)
+		if err != nil {
+			conn.Close()
+			return "make " + zkElection + " read-only (setAcl)", nil, err
+		}
+		undo := func(ctx context.Context) error {
+			defer conn.Close()
+			_, err := conn.SetACL(zkElection, gozk.WorldACL(gozk.PermAll), -1)
+			if errors.Is(err, gozk.ErrNoNode) {
+				return nil
+			}
+			return err
+		}
+		return "make " + zkElection + " read-only (setAcl)", undo, nil
+	}
+}
+
+// The digest identity of the ZooKeeper operator nemesis.
+const (
+	operatorUser     = "operator"
+	operatorPassword = "nemesis-operator"
+)
+
+// nodeOf returns the child of the election path whose record names id.
+func (s *zkStore) nodeOf(conn *gozk.Conn, id string) (string, error) {
+	names, _, err := conn.Children(zkElection)
+	if err != nil {
+		return "", err
+	}
+	for _, n := range names {
+		if !strings.Contains(n, "-cand-") {
+			continue
+		}
+		data, _, err := conn.Get(zkElection + "/" + n)
+		if err != nil {
+			continue
+		}
+		var rec struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(data, &rec) == nil && rec.ID == id {
+			return zkElection + "/" + n, nil
+		}
+	}
+	return "", fmt.Errorf("no node of %s under %s", id, zkElection)
+}
+
+// deleteAll deletes path and everything under it, as zkCli's deleteall.
+func deleteAll(conn *gozk.Conn, path string) error {
+	names, _, err := conn.Children(path)
+	if errors.Is(err, gozk.ErrNoNode) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := deleteAll(conn, path+"/"+n); err != nil {
+			return err
+		}
+	}
+	if err := conn.Delete(path, -1); err != nil && !errors.Is(err, gozk.ErrNoNode) && !errors.Is(err, gozk.ErrNotEmpty) {
+		return err
+	}
+	return nil
+}
