@@ -3,7 +3,6 @@ package etcd
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -70,13 +69,6 @@ func (e *Elector) finalErr(what string, err error) error {
 // retryLogEvery bounds how often one candidacy logs a retried error.
 const retryLogEvery = 5 * time.Second
 
-// retryLimiter rate-limits a candidacy's retry log lines.
-type retryLimiter struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
 // retryLog logs that what failed with err and will be retried, unless a
 // line was logged for c less than retryLogEvery ago (then it is counted,
 // and the count goes with the next line).
@@ -85,16 +77,10 @@ func (e *Elector) retryLog(c *candidacy, what string, err error) {
 	if c != nil {
 		l = &c.retries
 	}
-	l.mu.Lock()
-	now := time.Now()
-	if !l.last.IsZero() && now.Sub(l.last) < retryLogEvery {
-		l.suppressed++
-		l.mu.Unlock()
+	n, ok := l.Allow(time.Now(), retryLogEvery)
+	if !ok {
 		return
 	}
-	n := l.suppressed
-	l.last, l.suppressed = now, 0
-	l.mu.Unlock()
 	key := ""
 	if c != nil {
 		key = c.key

@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/lograte"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -47,9 +48,9 @@ type Elector struct {
 	bg      context.Context // canceled by Close
 	stopBg  context.CancelFunc
 	wg      sync.WaitGroup
-	reads   atomic.Int64  // queue reads issued while waiting (P9: a handover costs O(1) of them)
-	retries retryLimiter  // log lines of retried errors outside a candidacy
-	seen    atomic.Uint64 // the highest token seen lead: Leader and Observe never report a lower one
+	reads   atomic.Int64    // queue reads issued while waiting (P9: a handover costs O(1) of them)
+	retries lograte.Limiter // log lines of retried errors outside a candidacy
+	seen    atomic.Uint64   // the highest token seen lead: Leader and Observe never report a lower one
 
 	mu      sync.Mutex
 	closed  bool
@@ -70,12 +71,12 @@ type candidacy struct {
 	stopOnce sync.Once
 	ctx      context.Context // canceled with stop, and by Close: the candidacy's goroutines' requests
 	cancel   context.CancelFunc
-	lost     chan struct{} // closed (once, under Elector.mu) when the lease or the key is gone
-	lostErr  error         // why, set before lost is closed
-	guarded  chan struct{} // closed once guardKey has first checked the key under its watch
-	watched  atomic.Bool   // guardKey's watch is live and the key checked under it (see own.go)
-	retries  retryLimiter  // log lines of retried errors
-	elected  chan struct{} // closed once clock is set
+	lost     chan struct{}   // closed (once, under Elector.mu) when the lease or the key is gone
+	lostErr  error           // why, set before lost is closed
+	guarded  chan struct{}   // closed once guardKey has first checked the key under its watch
+	watched  atomic.Bool     // guardKey's watch is live and the key checked under it (see own.go)
+	retries  lograte.Limiter // log lines of retried errors
+	elected  chan struct{}   // closed once clock is set
 	clock    *election.LeaseClock
 	renewed  time.Time // send time of the last request etcd confirmed the lease by (guarded by Elector.mu)
 	keyGone  bool      // the key was deleted; only the lease is left to revoke (guarded by Elector.mu)

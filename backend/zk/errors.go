@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -62,27 +61,13 @@ func (e *Elector) connClosed() bool {
 	return (errors.Is(err, gozk.ErrConnectionClosed) || errors.Is(err, gozk.ErrClosing)) && e.conn.State() == gozk.StateDisconnected
 }
 
-// retryLimiter rate-limits retry log lines.
-type retryLimiter struct {
-	mu         sync.Mutex
-	last       time.Time
-	suppressed int
-}
-
 // retryLog logs that what failed with err and will be retried, unless a
 // line was logged less than retryLogEvery ago (then it is counted, and
 // the count goes with the next line).
 func (e *Elector) retryLog(what string, err error) {
-	l := &e.retries
-	l.mu.Lock()
-	now := time.Now()
-	if !l.last.IsZero() && now.Sub(l.last) < retryLogEvery {
-		l.suppressed++
-		l.mu.Unlock()
+	n, ok := e.retries.Allow(time.Now(), retryLogEvery)
+	if !ok {
 		return
 	}
-	n := l.suppressed
-	l.last, l.suppressed = now, 0
-	l.mu.Unlock()
 	e.log.Warn("zk election: "+what+" failed; retrying", "path", e.path, "err", err, "not_logged_since_last", n)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/lograte"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -125,12 +126,12 @@ type Elector struct {
 	closing chan struct{}
 	bg      context.Context // canceled by Close
 	stopBg  context.CancelFunc
-	wg      sync.WaitGroup // goroutines Close waits for
-	io      sync.WaitGroup // goroutines running a ZooKeeper request
-	ioMu    sync.Mutex     // orders io.Add before Close's io.Wait
-	ioShut  bool           // Close waits for io: no new request may start
-	reads   atomic.Int64   // children listings and watches set while waiting (P9)
-	retries retryLimiter   // log lines of retried errors
+	wg      sync.WaitGroup  // goroutines Close waits for
+	io      sync.WaitGroup  // goroutines running a ZooKeeper request
+	ioMu    sync.Mutex      // orders io.Add before Close's io.Wait
+	ioShut  bool            // Close waits for io: no new request may start
+	reads   atomic.Int64    // children listings and watches set while waiting (P9)
+	retries lograte.Limiter // log lines of retried errors
 
 	mu      sync.Mutex
 	closed  bool
