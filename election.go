@@ -11,27 +11,33 @@ import (
 // path); test them with errors.Is. A canceled or expired ctx is returned as
 // ctx.Err(), unwrapped.
 var (
-	// ErrNoLeader: the election has no leader now.
+	// ErrNoLeader is returned by Leader when the election has no leader
+	// now.
 	ErrNoLeader = errors.New("election: no leader")
-	// ErrClosed: the Elector was closed; every later call returns it, and a
-	// Term ended by Close reports it.
+	// ErrClosed is returned by every call on a closed Elector, and is the
+	// error of a Term that Close ended.
 	ErrClosed = errors.New("election: elector closed")
-	// ErrNotLeader: the operation needs a valid Term of this candidate.
+	// ErrNotLeader is returned by an operation that needs a valid Term of
+	// this candidate when it has none.
 	ErrNotLeader = errors.New("election: not leader")
-	// ErrLeaseExpired: the Term's deadline passed without a newer successful
-	// renewal.
+	// ErrLeaseExpired is the error of a Term whose deadline passed without
+	// a newer successful renewal.
 	ErrLeaseExpired = errors.New("election: lease expired")
-	// ErrSessionLost: the store reported the candidate's lease or session gone.
+	// ErrSessionLost is the error of a Term, or of Campaign, when the store
+	// reported the candidate's lease, session or key gone (another client
+	// may have removed it), or the client was closed.
 	ErrSessionLost = errors.New("election: session lost")
-	// ErrResigned: the Term ended because its candidate resigned.
+	// ErrResigned is the error of a Term that ended because its candidate
+	// resigned.
 	ErrResigned = errors.New("election: resigned")
-	// ErrUnhealthy: the before-renewal hook returned an error or panicked.
+	// ErrUnhealthy is the error of a Term whose before-renewal hook
+	// returned an error or panicked.
 	ErrUnhealthy = errors.New("election: unhealthy")
-	// ErrPreempted: another candidate took over (a better priority, or the
-	// algorithm elected someone else).
+	// ErrPreempted is the error of a Term that another candidate took over
+	// (a better priority, or the algorithm elected someone else).
 	ErrPreempted = errors.New("election: preempted")
-	// ErrInvalidOption: an option or argument was refused; the wrapping
-	// error names the field and the value.
+	// ErrInvalidOption is wrapped by the error of a refused option or
+	// argument, which names the field and the value.
 	ErrInvalidOption = errors.New("election: invalid option")
 )
 
