@@ -21,11 +21,18 @@ import (
 // action picked by the run's target draws — and undoes it after a while
 // where it leaves something behind. The P3 and linearizability checks
 // judge what the candidates made of it.
+//
+// It acts only while a live candidate leads: removing the key of a leader
+// whose process was killed is an operator's fast failover, safe because
+// that process can no longer act, but the checkers count a killed
+// leader's Term valid until its deadline, as they must not know it is
+// dead; a paused leader's key removed is the case fencing is for.
 func (h *run) operator(ctx context.Context) error {
-	leader := ""
-	if ev, ok := h.reg.Leader(); ok {
-		leader = ev.Candidate
+	ev, err := h.awaitLeader(ctx, "", FailoverBound(h.cfg.TTL))
+	if err != nil {
+		return fmt.Errorf("no live leader: %w", err)
 	}
+	leader := ev.Candidate
 	start := nemesis.Mono()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	what, undo, err := h.st.operator(octx, h.pick, leader)
