@@ -15,7 +15,8 @@
 //	         the seeded simulator, with its message counts next to the
 //	         textbook formulas
 //	nemesis  an election under injected faults (kills, pauses, cuts, store
-//	         failures, expired sessions, garbage), its history checked
+//	         failures, expired sessions, garbage, another client's deletes
+//	         and revocations), its history checked
 //
 // "elect --help" lists the commands, "elect <command> --help" shows a
 // command's flags and an example, "elect --version" prints the version.

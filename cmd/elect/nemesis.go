@@ -29,8 +29,10 @@ func nemesisCommand() *command {
 process, a 3-server ZooKeeper ensemble (Debian's zookeeper package), or
 backend/inmem's Zab in process — while a nemesis picked from --seed kills,
 pauses (SIGSTOP past the TTL) and cuts off the leader, kills or cuts off
-the store's own leader, expires a waiter's session and writes garbage under
-the election prefix. Each leader writes to a fenced register with its token
+the store's own leader, expires a waiter's session, writes garbage under
+the election prefix, and acts as another client of the store would (deletes
+the leader's key or node or the whole prefix, revokes its lease, takes the
+candidates' permission away for a while). Each leader writes to a fenced register with its token
 while its Term is valid. At the end the history is checked: the register's
 linearizability, no two valid Terms at one instant (P3), every write
 decided in its writer's Term, strictly
@@ -43,8 +45,8 @@ history.json and the linearizability visualization. --no-fence turns the
 register's fencing off: with --faults pause the run must fail (the
 negative control).
 
-Faults: etcd, zk: kill, pause, cut, store-kill, store-cut, expire, garbage;
-inmem: crash, partition.`,
+Faults: etcd, zk: kill, pause, cut, store-kill, store-cut, expire, garbage,
+operator; inmem: crash, partition.`,
 		example: `elect nemesis --backend etcd --seed 42 --duration 3m
 elect nemesis --backend zk --seed 7 --faults kill,pause --out /tmp/nemesis
 elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30s`,

@@ -664,6 +664,7 @@ func (h *run) expire(ctx context.Context) error {
 // garbage writes stray entries under the election prefix, leaves them for
 // a while, and removes them.
 func (h *run) garbage(ctx context.Context) error {
+	d := h.between(h.cfg.TTL/2, 2*h.cfg.TTL) // drawn whatever happens next
 	start := nemesis.Mono()
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	remove, err := h.st.garbage(gctx, h.pick)
@@ -671,7 +672,6 @@ func (h *run) garbage(ctx context.Context) error {
 	if remove == nil {
 		return err
 	}
-	d := h.between(h.cfg.TTL/2, 2*h.cfg.TTL)
 	_ = sleep(ctx, d)
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	rerr := remove(rctx)

@@ -28,6 +28,9 @@ import (
 // leader's Term valid until its deadline, as they must not know it is
 // dead; a paused leader's key removed is the case fencing is for.
 func (h *run) operator(ctx context.Context) error {
+	// The undo's delay is drawn first, whatever the action and whether
+	// one is done: the schedule's draws must not depend on the run.
+	d := h.between(h.cfg.TTL/2, 2*h.cfg.TTL)
 	ev, err := h.awaitLeader(ctx, "", FailoverBound(h.cfg.TTL))
 	if err != nil {
 		return fmt.Errorf("no live leader: %w", err)
@@ -45,9 +48,9 @@ func (h *run) operator(ctx context.Context) error {
 		}
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	d := time.Duration(0)
-	if undo != nil {
-		d = h.between(h.cfg.TTL/2, 2*h.cfg.TTL)
+	if undo == nil {
+		d = 0
+	} else {
 		_ = sleep(ctx, d)
 		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err = undo(uctx)
@@ -65,6 +68,17 @@ func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID strin
 		_, err := s.cli.Delete(ctx, etcdElection+"/", clientv3.WithPrefix())
 		return "delete the prefix " + etcdElection + "/", nil, err
 	}
+	if action == 4 {
+		// Revoke the candidates' permission on the election's keys, and
+		// grant it again.
+		undo := func(ctx context.Context) error {
+			_, err := s.cli.RoleGrantPermission(ctx, candidateRole, etcdElection+"/",
+				clientv3.GetPrefixRangeEnd(etcdElection+"/"), clientv3.PermissionType(clientv3.PermReadWrite))
+			return err
+		}
+		_, err := s.cli.RoleRevokePermission(ctx, candidateRole, etcdElection+"/", clientv3.GetPrefixRangeEnd(etcdElection+"/"))
+		return "revoke the candidates' permission on " + etcdElection + "/", undo, err
+	}
 	key, lease, value, err := s.keyOf(ctx, leaderID)
 	if err != nil {
 		return "find the leader's key", nil, err
@@ -76,7 +90,7 @@ func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID strin
 	case 1:
 		_, err := s.cli.Revoke(ctx, lease)
 		return fmt.Sprintf("revoke the leader's lease %016x", int64(lease)), nil, err
-	case 3:
+	default:
 		// Put again without a lease: the key never expires; the undo
 		// deletes it if it still has no lease.
 		undo := func(ctx context.Context) error {
@@ -86,16 +100,6 @@ func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID strin
 		}
 		_, err := s.cli.Put(ctx, key, string(value))
 		return "put the leader's key " + key + " again without its lease", undo, err
-	default:
-		// Revoke the candidates' permission on the election's keys, and
-		// grant it again.
-		undo := func(ctx context.Context) error {
-			_, err := s.cli.RoleGrantPermission(ctx, candidateRole, etcdElection+"/",
-				clientv3.GetPrefixRangeEnd(etcdElection+"/"), clientv3.PermissionType(clientv3.PermReadWrite))
-			return err
-		}
-		_, err := s.cli.RoleRevokePermission(ctx, candidateRole, etcdElection+"/", clientv3.GetPrefixRangeEnd(etcdElection+"/"))
-		return "revoke the candidates' permission on " + etcdElection + "/", undo, err
 	}
 }
 
@@ -161,11 +165,8 @@ func (s *zkStore) operator(ctx context.Context, rng *rand.Rand, leaderID string)
 			return "authenticate as " + operatorUser, nil, err
 		}
 		acl := append(gozk.WorldACL(gozk.PermRead), gozk.DigestACL(gozk.PermAll, operatorUser, operatorPassword)...)
-		_, err := conn.SetACL(zkElection, acl, -1)
-		if err != nil {
-			conn.Close()
-			return "make " + zkElection + " read-only (setAcl)", nil, err
-		}
+		// The undo also runs when SetACL fails: the request may have
+		// been applied with its reply lost.
 		undo := func(ctx context.Context) error {
 			defer conn.Close()
 			_, err := conn.SetACL(zkElection, gozk.WorldACL(gozk.PermAll), -1)
@@ -174,7 +175,8 @@ func (s *zkStore) operator(ctx context.Context, rng *rand.Rand, leaderID string)
 			}
 			return err
 		}
-		return "make " + zkElection + " read-only (setAcl)", undo, nil
+		_, err := conn.SetACL(zkElection, acl, -1)
+		return "make " + zkElection + " read-only (setAcl)", undo, err
 	}
 }
 
