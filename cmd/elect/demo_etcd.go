@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
@@ -17,13 +18,21 @@ import (
 
 // etcdDemo runs the story on an etcd member embedded in this process, in a
 // temporary directory removed by Close: one clientv3 client per candidate,
-// so that a crash is the client going away without a Resign.
+// each dialing through a link the demo can cut, so that a crash is the
+// candidate going silent without a Resign: its lease runs out on the store.
 type etcdDemo struct {
 	srv *embedetcd.Server
 	ttl time.Duration
 
 	mu   sync.Mutex
-	clis map[election.Elector]*clientv3.Client
+	clis map[election.Elector]*etcdLink
+}
+
+// etcdLink is a candidate's cuttable dialer and the client dialing through
+// it.
+type etcdLink struct {
+	demoLink
+	cli *clientv3.Client
 }
 
 func openEtcd(_ context.Context, cfg demoConfig) (demoBackend, error) {
@@ -31,7 +40,7 @@ func openEtcd(_ context.Context, cfg demoConfig) (demoBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("starting the embedded etcd: %w", err)
 	}
-	return &etcdDemo{srv: srv, ttl: cfg.TTL, clis: map[election.Elector]*clientv3.Client{}}, nil
+	return &etcdDemo{srv: srv, ttl: cfg.TTL, clis: map[election.Elector]*etcdLink{}}, nil
 }
 
 func (d *etcdDemo) Name() string { return "etcd" }
@@ -41,7 +50,9 @@ func (d *etcdDemo) Describe() string {
 }
 
 func (d *etcdDemo) Candidate(_ context.Context, id string) (election.Elector, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: d.srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	l := &etcdLink{}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: d.srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(l.dialGRPC)}})
 	if err != nil {
 		return nil, err
 	}
@@ -51,26 +62,29 @@ func (d *etcdDemo) Candidate(_ context.Context, id string) (election.Elector, er
 		return nil, err
 	}
 	d.mu.Lock()
-	d.clis[e] = cli
+	l.cli = cli
+	d.clis[e] = l
 	d.mu.Unlock()
 	return e, nil
 }
 
 func (d *etcdDemo) Crash(e election.Elector) error {
 	d.mu.Lock()
-	cli, ok := d.clis[e]
+	l, ok := d.clis[e]
 	d.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("etcd demo: %T is not a candidate of this demo", e)
 	}
-	return cli.Close()
+	l.cut()
+	return nil
 }
 
 func (d *etcdDemo) Close() error {
 	d.mu.Lock()
 	var errs []error
-	for _, cli := range d.clis {
-		if err := cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
+	for _, l := range d.clis {
+		l.cut()
+		if err := l.cli.Close(); err != nil && !errors.Is(err, context.Canceled) {
 			errs = append(errs, err)
 		}
 	}

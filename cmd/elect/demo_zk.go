@@ -3,10 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -24,14 +22,21 @@ type zkDemo struct {
 	path    string
 
 	mu    sync.Mutex
-	links map[election.Elector]*demoLink
+	links map[election.Elector]*zkLink
+}
+
+// zkLink is a candidate's cuttable dialer and the connection dialed
+// through it.
+type zkLink struct {
+	demoLink
+	conn *gozk.Conn
 }
 
 func openZK(ctx context.Context, cfg demoConfig) (demoBackend, error) {
-	d := &zkDemo{servers: cfg.Servers, ttl: cfg.TTL, links: map[election.Elector]*demoLink{},
+	d := &zkDemo{servers: cfg.Servers, ttl: cfg.TTL, links: map[election.Elector]*zkLink{},
 		path: fmt.Sprintf("/elect/demo-%d", time.Now().UnixNano())}
 	// One connection first, to fail early and clearly when nothing answers.
-	probe := &demoLink{}
+	probe := &zkLink{}
 	conn, err := probe.connect(ctx, d.servers, d.ttl)
 	if err != nil {
 		return nil, err
@@ -47,7 +52,7 @@ func (d *zkDemo) Describe() string {
 }
 
 func (d *zkDemo) Candidate(ctx context.Context, id string) (election.Elector, error) {
-	l := &demoLink{}
+	l := &zkLink{}
 	conn, err := l.connect(ctx, d.servers, d.ttl)
 	if err != nil {
 		return nil, err
@@ -86,38 +91,7 @@ func (d *zkDemo) Close() error {
 	return nil
 }
 
-// demoLink dials a candidate's connections and can cut them: the open one
-// closes and new ones fail, so the session expires on the server.
-type demoLink struct {
-	conn *gozk.Conn
-	dead atomic.Bool
-	mu   sync.Mutex
-	nc   []net.Conn
-}
-
-func (l *demoLink) dial(network, addr string, timeout time.Duration) (net.Conn, error) {
-	if l.dead.Load() {
-		return nil, fmt.Errorf("crashed")
-	}
-	c, err := net.DialTimeout(network, addr, timeout)
-	if err == nil {
-		l.mu.Lock()
-		l.nc = append(l.nc, c)
-		l.mu.Unlock()
-	}
-	return c, err
-}
-
-func (l *demoLink) cut() {
-	l.dead.Store(true)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range l.nc {
-		c.Close()
-	}
-}
-
-func (l *demoLink) connect(ctx context.Context, servers []string, ttl time.Duration) (*gozk.Conn, error) {
+func (l *zkLink) connect(ctx context.Context, servers []string, ttl time.Duration) (*gozk.Conn, error) {
 	conn, ev, err := gozk.Connect(servers, ttl, gozk.WithDialer(l.dial), gozk.WithLogger(quietZK{}), gozk.WithLogInfo(false))
 	if err != nil {
 		return nil, err
