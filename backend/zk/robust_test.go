@@ -275,3 +275,49 @@ func TestAbandonedCreateNeverBlocks(t *testing.T) {
 		t.Error("a's Term valid after Resign")
 	}
 }
+
+// A create whose reply is lost when the Elector is closed leaves a node of
+// a session that lives on (the connection is the caller's): Close finds it
+// by its GUID and deletes it, so the election never waits behind a closed
+// candidate.
+func TestCloseDeletesAbandonedCreate(t *testing.T) {
+	path := newPath(t)
+	a := newElector(t, newConn(t), path, "a")
+	ta := lead(t, a)
+	px := zktest.NewProxy(t, server(t).Addr)
+	t.Cleanup(px.Close)
+	b := newElector(t, zktest.Conn(t, []string{px.Addr}, ttl), path, "b")
+	admin := newConn(t)
+	px.CutReplies()
+	rb := campaignAsync(ctxT(t), b)
+	eventually(t, "b's create carried out", func() bool { return len(children(t, admin, path)) == 2 })
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	if r := await(t, rb, patience, "b's Campaign when b closes"); !errors.Is(r.err, election.ErrClosed) {
+		t.Fatalf("b's Campaign = %v, %v; want ErrClosed", r.t, r.err)
+	}
+	px.Heal()
+	px.Reset() // the cut stream would never parse again: the client reconnects
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("Close did not return")
+	}
+	if n := children(t, admin, path); len(n) != 1 {
+		t.Errorf("after b closed, the election holds %v; want a's node alone", n)
+	}
+	c := newElector(t, newConn(t), path, "c")
+	rc := campaignAsync(ctxT(t), c)
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, rc, patience, "c after a resigned"); r.err != nil {
+		t.Fatalf("c after a resigned: %v", r.err)
+	}
+	if ta.Err() == nil {
+		t.Error("a's Term valid after Resign")
+	}
+}

@@ -455,7 +455,7 @@ func (e *Elector) findAndDrop(guid string, err error) error {
 		}
 	}
 	if closed {
-		return err // Close waits for this Campaign, then deletes what is pending; the node goes with the session at the latest
+		return err // Close waits for this Campaign, then looks for the node and deletes it
 	}
 	// Off the caller's path: Campaign returns with its ctx, whatever the
 	// server does; Close waits for this.
@@ -464,6 +464,51 @@ func (e *Elector) findAndDrop(guid string, err error) error {
 		find()
 	}()
 	return err
+}
+
+// dropAbandoned looks, until ctx ends, for the nodes of the creates given
+// up before their reply, and deletes those it finds. Close calls it: the
+// connection may be the caller's and outlive the Elector, and with it the
+// session that owns such a node, which would head the order for nobody.
+// Requests on a connection are carried out in the order sent, so a listing
+// sent now sees every create sent before it.
+func (e *Elector) dropAbandoned(ctx context.Context) {
+	delay := retryDelay
+	for {
+		e.mu.Lock()
+		n := len(e.abandoned)
+		e.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		var names []string
+		var err error
+		if derr := e.do(ctx, nil, func() { names, _, err = e.conn.Children(e.path) }); derr != nil {
+			return
+		}
+		if errors.Is(err, gozk.ErrNoNode) {
+			err, names = nil, nil
+		}
+		if err == nil {
+			for _, name := range names {
+				if e.wasAbandoned(name) {
+					e.mu.Lock()
+					e.pending = append(e.pending, e.path+"/"+name) // deleted next, by Close
+					e.mu.Unlock()
+				}
+			}
+			e.mu.Lock()
+			clear(e.abandoned) // the rest were never created
+			e.mu.Unlock()
+			return
+		}
+		if e.finalErr("looking for the nodes of abandoned creates", err) != nil {
+			return
+		}
+		e.retryLog("looking for the nodes of abandoned creates", err)
+		sleep(ctx, delay)
+		delay = min(2*delay, time.Second)
+	}
 }
 
 // wasAbandoned reports whether name is the node of an abandoned create,
@@ -1135,6 +1180,7 @@ func (e *Elector) Close() error {
 	e.sem <- struct{}{}
 	if e.conn.State() != gozk.StateDisconnected || e.ownsConn {
 		ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
+		e.dropAbandoned(ctx)
 		_ = e.deletePending(ctx) // logged; the nodes go with the session
 		cancel()
 	}
