@@ -105,8 +105,9 @@
 // What is promised when someone else deletes the leader's key: the leader
 // and the next candidate learn of it from the same revision; the next
 // candidate then needs one more round trip (its confirmation) before its
-// Campaign returns, so the old Term ends first in practice, and the tests
-// assert it. It is not a guarantee: etcd delivers one event to two watch
+// Campaign returns, so the old Term ends first in practice (the tests
+// assert that it ends at once, long before its lease would tell, and log
+// the order). It is not a guarantee: etcd delivers one event to two watch
 // streams in no fixed order, and the old leader's process may be paused
 // or slow. The token covers the rest: a store the leader writes to should
 // fence on it (LeaderCmp, or comparing tokens), as it must for a paused

@@ -113,8 +113,9 @@
 // Term at once with ErrSessionLost (as does a heartbeat that finds the
 // node gone or changed), and the next candidate, woken by the same
 // deletion, needs one more round trip (its listing and check) before its
-// Campaign returns, so the old Term ends first in practice; the tests
-// assert it. It is not a guarantee — the server sends the two
+// Campaign returns, so the old Term ends first in practice (the tests
+// assert that it ends at once, and log the order). It is not a
+// guarantee — the server sends the two
 // notifications on two connections, and the old leader's process may be
 // paused — so a store the leader writes to should fence on the token
 // (CheckOp). A waiter whose node vanishes makes a new one and waits on
