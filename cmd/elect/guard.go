@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/electkit/election/internal/mono"
 )
 
 // The guard is the process between elect run and the command: elect
@@ -52,26 +52,6 @@ const errTooLate = "too late: the leadership would end before the command had it
 
 // isGuard reports whether the process was started as a guard.
 func isGuard(args []string) bool { return len(args) > 1 && args[1] == guardArg }
-
-// monoNow reads CLOCK_MONOTONIC, the clock Go's monotonic readings come
-// from, in nanoseconds.
-func monoNow() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		panic("elect: CLOCK_MONOTONIC: " + err.Error()) // cannot happen on a Unix of this century
-	}
-	return ts.Nano()
-}
-
-// toMono converts t (with a monotonic reading) to CLOCK_MONOTONIC ns. The
-// clock is read before time.Until, so the result errs early, never late.
-func toMono(t time.Time) int64 { return monoNow() + int64(time.Until(t)) }
-
-// fromMono converts CLOCK_MONOTONIC ns to a time.Time, erring early.
-func fromMono(ns int64) time.Time {
-	now := time.Now()
-	return now.Add(time.Duration(ns - monoNow()))
-}
 
 // stopSchedule returns when the command must get SIGTERM and SIGKILL for a
 // Term with deadline d: termAt = d − grace − killMargin, killAt =
@@ -119,7 +99,7 @@ func guardMain(args []string) int {
 	// ignored in the command.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
-	deadline := fromMono(first)
+	deadline := mono.Time(first)
 	termAt, killAt := stopSchedule(deadline, time.Duration(grace), time.Time{})
 	if !time.Now().Before(termAt) {
 		say("error %s", errTooLate)
@@ -172,7 +152,7 @@ func guardMain(args []string) int {
 				if err != nil || stopping {
 					continue
 				}
-				if d := fromMono(ns); d.After(deadline) {
+				if d := mono.Time(ns); d.After(deadline) {
 					deadline = d
 					termAt, killAt = stopSchedule(deadline, time.Duration(grace), time.Time{})
 					termTimer.Reset(time.Until(termAt))

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/mono"
 )
 
 // Exit codes of elect run, besides the command's own status.
@@ -323,7 +324,7 @@ func (r *runner) lead(_ context.Context, t *election.Term) {
 	}
 	r.logf("leader with token %d: started %s (pid %d)", t.Token(), r.p.argv[0], g.pid)
 	r.sink.attach(t.Token(), g)
-	g.send("deadline %d", toMono(t.Deadline())) // a renewal may have come since the start
+	g.send("deadline %d", mono.OfEarly(t.Deadline())) // a renewal may have come since the start
 	why := r.supervise(t, g)
 	r.sink.attach(0, nil)
 	g.finish()
@@ -422,7 +423,7 @@ func (s *deadlineSink) renewed(rn election.Renewal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.g != nil && rn.Leader.Token == s.token && rn.Err == nil {
-		s.g.send("deadline %d", toMono(rn.Deadline))
+		s.g.send("deadline %d", mono.OfEarly(rn.Deadline))
 	}
 }
 
@@ -477,7 +478,7 @@ func startGuard(r *runner, t *election.Term) (*guard, error) {
 		ctlW.Close()
 		return nil, err
 	}
-	args := append([]string{guardArg, strconv.FormatInt(int64(r.p.grace), 10), strconv.FormatInt(toMono(t.Deadline()), 10), "--", r.p.path}, r.p.argv[1:]...)
+	args := append([]string{guardArg, strconv.FormatInt(int64(r.p.grace), 10), strconv.FormatInt(mono.OfEarly(t.Deadline()), 10), "--", r.p.path}, r.p.argv[1:]...)
 	cmd := exec.Command(r.p.self, args...)
 	cmd.Args[0] = "elect-guard"
 	cmd.Env = r.childEnv(t.Leader())

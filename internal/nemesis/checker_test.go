@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/electkit/election/internal/mono"
 )
 
 const ms = int64(time.Millisecond)
@@ -131,12 +133,12 @@ func TestCheckLinearizableStaleWriteUnfenced(t *testing.T) {
 func TestCheckLinearizableRegister(t *testing.T) {
 	for _, fenced := range []bool{true, false} {
 		r := newRegister(t, fenced)
-		start := Mono()
-		r.Write("a", 0, 1, "a1", Mono())
-		r.Write("b", 0, 2, "b1", Mono())
-		r.Write("a", 0, 1, "a-stale", Mono())
-		r.Write("b", 0, 2, "b2", Mono())
-		h := &History{Fenced: fenced, Start: start, End: Mono(), Writes: r.Writes()}
+		start := mono.Now()
+		r.Write("a", 0, 1, "a1", mono.Now())
+		r.Write("b", 0, 2, "b1", mono.Now())
+		r.Write("a", 0, 1, "a-stale", mono.Now())
+		r.Write("b", 0, 2, "b2", mono.Now())
+		h := &History{Fenced: fenced, Start: start, End: mono.Now(), Writes: r.Writes()}
 		v := CheckLinearizable(h, "")
 		if v.OK != fenced {
 			t.Errorf("fenced=%v: linearizable = %v (%s)", fenced, v.OK, v.Detail)

@@ -6,6 +6,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/nemesis"
 )
 
@@ -17,27 +18,27 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer reg.Close()
-	start := nemesis.Mono()
+	start := mono.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
 	// In the candidate process, for the Term with token 7:
 	c := nemesis.DialRegister(reg.Addr(), "a", 0)
 	defer c.Close()
-	now := nemesis.Mono()
+	now := mono.Now()
 	if err := c.Report(ctx, nemesis.Event{Kind: nemesis.Elected, Token: 7, At: now, Deadline: now + int64(time.Second)}); err != nil {
 		log.Fatal(err)
 	}
-	call := nemesis.Mono() // right after checking that the Term is valid
+	call := mono.Now() // right after checking that the Term is valid
 	ok, err := c.Write(ctx, 7, "hello", call)
 	fmt.Println("write with token 7 accepted:", ok, err)
-	if err := c.Report(ctx, nemesis.Event{Kind: nemesis.Demoted, Token: 7, At: nemesis.Mono()}); err != nil {
+	if err := c.Report(ctx, nemesis.Event{Kind: nemesis.Demoted, Token: 7, At: mono.Now()}); err != nil {
 		log.Fatal(err)
 	}
 
 	h := &nemesis.History{
 		Backend: "example", Fenced: true,
-		Start: start, End: nemesis.Mono(),
+		Start: start, End: mono.Now(),
 		Writes: reg.Writes(), Events: reg.Events(),
 	}
 	r := nemesis.Check(h, nemesis.CheckOptions{})

@@ -4,52 +4,10 @@
 // register, no two valid Terms at one instant, increasing tokens, paired
 // callbacks, bounded failover).
 //
-// Every instant in a history is a reading of CLOCK_MONOTONIC (Mono), one
-// clock shared by every process on the machine, so instants reported by
-// different candidate processes can be compared.
+// Every instant in a history ("Mono") is a reading of CLOCK_MONOTONIC
+// (internal/mono), one clock shared by every process on the machine, so
+// instants reported by different candidate processes can be compared.
 package nemesis
-
-import (
-	"time"
-
-	"golang.org/x/sys/unix"
-)
-
-// Mono reads CLOCK_MONOTONIC in nanoseconds: the one clock of a history.
-func Mono() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return time.Now().UnixNano() // not reached on Linux
-	}
-	return ts.Nano()
-}
-
-// MonoOf converts a time.Time on this process's clock (a Term's Deadline,
-// say) to a Mono instant. It reads Mono, then time.Until(t), then Mono
-// again, and counts from the second reading, so a deadline is never
-// converted early; a process preempted or stopped between the readings
-// would shift the instant late by the gap, so the conversion is retried
-// (up to 10 times, keeping the tightest) until the readings lie within
-// MonoOfError.
-func MonoOf(t time.Time) int64 {
-	var best, bestGap int64 = 0, -1
-	for range 10 {
-		m0 := Mono()
-		d := time.Until(t)
-		m1 := Mono()
-		if gap := m1 - m0; bestGap < 0 || gap < bestGap {
-			best, bestGap = m1+int64(d), gap
-		}
-		if bestGap <= int64(MonoOfError) {
-			break
-		}
-	}
-	return best
-}
-
-// MonoOfError is the error MonoOf aims for: its result is at most this much
-// later than the instant t, never earlier.
-const MonoOfError = time.Millisecond
 
 // Write is one write to the fenced register, as the register served it.
 type Write struct {

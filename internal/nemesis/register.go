@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/electkit/election/internal/mono"
 )
 
 // Paths of the register's HTTP/JSON interface. Both take a POST with a JSON
@@ -138,7 +140,7 @@ func (r *Register) write(client string, pid int, token uint64, value string, cal
 		r.highest = max(r.highest, token)
 		r.value = value
 	}
-	w.Return = Mono()
+	w.Return = mono.Now()
 	r.writes = append(r.writes, w)
 	return w
 }

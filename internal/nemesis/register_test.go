@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/electkit/election/internal/mono"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -61,7 +63,7 @@ func TestRegisterFencedOverHTTP(t *testing.T) {
 		{b, 8, "b8-stale", false},
 	}
 	for i, s := range steps {
-		call := Mono()
+		call := mono.Now()
 		ok, err := s.c.Write(ctx, s.token, s.value, call)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
@@ -103,7 +105,7 @@ func TestRegisterUnfencedAcceptsAll(t *testing.T) {
 	c := dial(t, r, "a", 0)
 	ctx := testCtx(t)
 	for _, tok := range []uint64{9, 3, 1, 9, 2} {
-		ok, err := c.Write(ctx, tok, fmt.Sprint("v", tok), Mono())
+		ok, err := c.Write(ctx, tok, fmt.Sprint("v", tok), mono.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,10 +121,10 @@ func TestRegisterUnfencedAcceptsAll(t *testing.T) {
 
 func TestRegisterInProcessWrite(t *testing.T) {
 	r := newRegister(t, true)
-	if !r.Write("a", 0, 4, "x", Mono()) {
+	if !r.Write("a", 0, 4, "x", mono.Now()) {
 		t.Fatal("first write refused")
 	}
-	if r.Write("b", 0, 3, "y", Mono()) {
+	if r.Write("b", 0, 3, "y", mono.Now()) {
 		t.Fatal("lower token accepted")
 	}
 	if n := len(r.Writes()); n != 2 {
@@ -283,7 +285,7 @@ func TestRegisterClientCanceledContext(t *testing.T) {
 	r := newRegister(t, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := dial(t, r, "a", 1).Write(ctx, 1, "v", Mono())
+	_, err := dial(t, r, "a", 1).Write(ctx, 1, "v", mono.Now())
 	if err != context.Canceled {
 		t.Fatalf("Write with a canceled context: err = %v, want context.Canceled", err)
 	}
@@ -305,7 +307,7 @@ func TestRegisterConcurrent(t *testing.T) {
 			defer wg.Done()
 			for j := range writes {
 				tok := uint64(j*clients + i)
-				if _, err := c.Write(ctx, tok, fmt.Sprint(i, "/", j), Mono()); err != nil {
+				if _, err := c.Write(ctx, tok, fmt.Sprint(i, "/", j), mono.Now()); err != nil {
 					errs <- err
 					return
 				}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/electkit/election/bench/internal/instrument"
 	"github.com/electkit/election/bench/internal/peer"
+	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/zktest"
 )
 
@@ -49,7 +50,7 @@ func (c *Conn) Cut() (int64, error) {
 	if len(c.proxies) == 0 {
 		return 0, errors.New("conns: this connection has no proxy to cut (the library was not made for crashes)")
 	}
-	t := peer.Mono()
+	t := mono.Now()
 	for _, p := range c.proxies {
 		p.Cut()
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/electkit/election/bench/internal/conns"
 	"github.com/electkit/election/bench/internal/libs"
 	"github.com/electkit/election/bench/internal/peer"
+	"github.com/electkit/election/internal/mono"
 )
 
 // handoverTTL is the lease TTL / session timeout of the handover
@@ -238,7 +239,7 @@ func (f *floor) sample(ctx context.Context, wait time.Duration) (time.Duration, 
 			return 0, fmt.Errorf("floor: exists %v: %v", ok, err)
 		}
 		time.Sleep(wait)
-		t0 := peer.Mono()
+		t0 := mono.Now()
 		if err := f.a.ZK.Delete(f.key, -1); err != nil {
 			return 0, err
 		}
@@ -247,7 +248,7 @@ func (f *floor) sample(ctx context.Context, wait time.Duration) (time.Duration, 
 		case <-time.After(time.Minute):
 			return 0, errors.New("floor: no watch event")
 		}
-		return time.Duration(peer.Mono() - t0), nil
+		return time.Duration(mono.Now() - t0), nil
 	}
 	put, err := f.a.Etcd.Put(ctx, f.key, "x")
 	if err != nil {
@@ -257,7 +258,7 @@ func (f *floor) sample(ctx context.Context, wait time.Duration) (time.Duration, 
 	defer cancel()
 	wch := f.b.Etcd.Watch(wctx, f.key, clientv3.WithRev(put.Header.Revision+1), clientv3.WithFilterPut())
 	time.Sleep(wait)
-	t0 := peer.Mono()
+	t0 := mono.Now()
 	if _, err := f.a.Etcd.Delete(ctx, f.key); err != nil {
 		return 0, err
 	}
@@ -269,7 +270,7 @@ func (f *floor) sample(ctx context.Context, wait time.Duration) (time.Duration, 
 				return 0, errors.New("floor: watch closed")
 			}
 			if len(wr.Events) > 0 {
-				return time.Duration(peer.Mono() - t0), nil
+				return time.Duration(mono.Now() - t0), nil
 			}
 		case <-timeout:
 			return 0, errors.New("floor: no watch event")

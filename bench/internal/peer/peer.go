@@ -7,20 +7,7 @@ package peer
 import (
 	"context"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
-
-// Mono reads CLOCK_MONOTONIC in nanoseconds. It is one clock for every
-// process on the machine (Java's System.nanoTime reads the same clock on
-// Linux), so instants taken in a JVM and in Go can be subtracted.
-func Mono() int64 {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
-		return time.Now().UnixNano() // not reached on Linux
-	}
-	return ts.Nano()
-}
 
 // Candidate is one contender of one library, on its own client or
 // connection to the store.

@@ -17,6 +17,7 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
 	"github.com/electkit/election/backend/zk"
+	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/nemesis"
 )
 
@@ -188,7 +189,7 @@ func (c *candidate) afterRenew(rn election.Renewal) {
 		return
 	}
 	c.rep.add(nemesis.Event{Kind: nemesis.Renewed, Candidate: c.id, PID: c.pid, Token: rn.Leader.Token,
-		At: nemesis.MonoOf(rn.Sent.Add(rn.Latency)), Deadline: nemesis.MonoOf(rn.Deadline)})
+		At: mono.Of(rn.Sent.Add(rn.Latency)), Deadline: mono.Of(rn.Deadline)})
 }
 
 func (c *candidate) callbacks() election.Callbacks {
@@ -196,16 +197,16 @@ func (c *candidate) callbacks() election.Callbacks {
 }
 
 func (c *candidate) onElected(ctx context.Context, t *election.Term) {
-	at := nemesis.Mono()
+	at := mono.Now()
 	delivered := c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: t.Token(),
-		At: at, Deadline: nemesis.MonoOf(t.Deadline())})
+		At: at, Deadline: mono.Of(t.Deadline())})
 	ch := make(chan int64, 1)
 	c.mu.Lock()
 	c.doneAt[t] = ch
 	c.mu.Unlock()
 	go func() {
 		<-t.Done()
-		ch <- nemesis.Mono()
+		ch <- mono.Now()
 	}()
 	// No write before the register has the Elected event: a process killed
 	// with the event still queued would leave writes of a Term the history
@@ -219,7 +220,7 @@ func (c *candidate) onElected(ctx context.Context, t *election.Term) {
 		// The call instant is taken before the validity check, so that a
 		// write's Call is never later than the instant its Term was seen
 		// valid, even if the process is paused between the two.
-		call := nemesis.Mono()
+		call := mono.Now()
 		if t.Err() != nil {
 			return
 		}
@@ -237,7 +238,7 @@ func (c *candidate) onDemoted(t *election.Term) {
 	ch := c.doneAt[t]
 	delete(c.doneAt, t)
 	c.mu.Unlock()
-	at := nemesis.Mono()
+	at := mono.Now()
 	if ch != nil {
 		at = <-ch
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/nemesis"
 )
 
@@ -95,7 +96,7 @@ func TestNoWriteBeforeElectedReported(t *testing.T) {
 		time.Sleep(time.Millisecond) // polling the writes
 	}
 	lc.End(election.ErrResigned)
-	endAt := nemesis.Mono()
+	endAt := mono.Now()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):

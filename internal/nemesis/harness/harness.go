@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/nemesis"
 )
 
@@ -261,7 +262,7 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 	} else {
 		err = h.runStore(ctx, hist)
 	}
-	hist.End = nemesis.Mono()
+	hist.End = mono.Now()
 	h.mu.Lock()
 	hist.Faults = append([]nemesis.Fault(nil), h.faults...)
 	hist.Killed = h.killed
@@ -308,7 +309,7 @@ func (h *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
 		}
 	}()
 	h.logf("store: %s up at %s", h.cfg.Backend, strings.Join(h.st.addrs(), ","))
-	hist.Start = nemesis.Mono()
+	hist.Start = mono.Now()
 	for range h.cfg.Candidates {
 		if _, err := h.spawn(); err != nil {
 			return err
@@ -493,7 +494,7 @@ func (h *run) inject(ctx context.Context, kind string) error {
 func (h *run) kill(ctx context.Context) error {
 	p := h.target(true)
 	pid := p.pid()
-	start := nemesis.Mono()
+	start := mono.Now()
 	if err := p.signal(syscall.SIGKILL); err != nil {
 		return err
 	}
@@ -517,7 +518,7 @@ func (h *run) kill(ctx context.Context) error {
 func (h *run) pause(ctx context.Context) error {
 	p := h.target(true)
 	pid := p.pid()
-	start := nemesis.Mono()
+	start := mono.Now()
 	if err := p.signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
@@ -529,8 +530,8 @@ func (h *run) pause(ctx context.Context) error {
 		_ = h.awaitWrites(ctx, next.Candidate, 3, h.cfg.TTL)
 	}
 	_ = p.signal(syscall.SIGCONT)
-	h.fault(nemesis.Fault{Kind: Pause, Target: p.id, PID: pid, Start: start, End: nemesis.Mono()})
-	h.logf("pause: SIGSTOP %s (pid %d) for %v; next leader %q", p.id, pid, time.Duration(nemesis.Mono()-start).Round(time.Millisecond), next.Candidate)
+	h.fault(nemesis.Fault{Kind: Pause, Target: p.id, PID: pid, Start: start, End: mono.Now()})
+	h.logf("pause: SIGSTOP %s (pid %d) for %v; next leader %q", p.id, pid, time.Duration(mono.Now()-start).Round(time.Millisecond), next.Candidate)
 	return ctx.Err()
 }
 
@@ -563,12 +564,12 @@ func (h *run) awaitWrites(ctx context.Context, client string, n int, timeout tim
 // for longer than the TTL, then heal.
 func (h *run) cut(ctx context.Context) error {
 	p := h.target(h.rng.Intn(3) < 2)
-	start := nemesis.Mono()
+	start := mono.Now()
 	p.cut()
 	d := h.cfg.TTL + h.between(500*time.Millisecond, h.cfg.TTL+500*time.Millisecond)
 	_ = sleep(ctx, d)
 	p.heal()
-	h.fault(nemesis.Fault{Kind: Cut, Target: p.id, PID: p.pid(), Start: start, End: nemesis.Mono()})
+	h.fault(nemesis.Fault{Kind: Cut, Target: p.id, PID: p.pid(), Start: start, End: mono.Now()})
 	h.logf("cut: %s off the store for %v", p.id, d.Round(time.Millisecond))
 	return ctx.Err()
 }
@@ -580,7 +581,7 @@ func (h *run) storeKill(ctx context.Context) error {
 		i = h.pick.Intn(len(h.st.addrs()))
 	}
 	name := h.st.memberName(i)
-	start := nemesis.Mono()
+	start := mono.Now()
 	if err := h.st.stopMember(i); err != nil {
 		return err
 	}
@@ -593,7 +594,7 @@ func (h *run) storeKill(ctx context.Context) error {
 		}
 		h.logf("store-kill: restarting %s: %v", name, err)
 	}
-	h.fault(nemesis.Fault{Kind: StoreKill, Target: name, Start: start, End: nemesis.Mono()})
+	h.fault(nemesis.Fault{Kind: StoreKill, Target: name, Start: start, End: mono.Now()})
 	h.logf("store-kill: %s down for %v, restarted (err %v)", name, d.Round(time.Millisecond), err)
 	return err
 }
@@ -606,7 +607,7 @@ func (h *run) storeCutFault(ctx context.Context) error {
 		i = h.pick.Intn(len(h.st.addrs()))
 	}
 	name := h.st.memberName(i)
-	start := nemesis.Mono()
+	start := mono.Now()
 	h.storeCut[i] = true
 	for _, p := range h.procs {
 		p.proxies[i].Cut()
@@ -618,7 +619,7 @@ func (h *run) storeCutFault(ctx context.Context) error {
 		p.proxies[i].Reset()
 		p.proxies[i].Heal()
 	}
-	h.fault(nemesis.Fault{Kind: StoreCut, Target: name, Start: start, End: nemesis.Mono()})
+	h.fault(nemesis.Fault{Kind: StoreCut, Target: name, Start: start, End: mono.Now()})
 	h.logf("store-cut: candidates off %s for %v", name, d.Round(time.Millisecond))
 	return ctx.Err()
 }
@@ -629,7 +630,7 @@ func (h *run) expire(ctx context.Context) error {
 	if ev, ok := h.reg.Leader(); ok {
 		leader = ev.Candidate
 	}
-	start := nemesis.Mono()
+	start := mono.Now()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	id, ok, err := h.st.expire(octx, h.pick, leader)
 	cancel()
@@ -637,7 +638,7 @@ func (h *run) expire(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		h.fault(nemesis.Fault{Kind: Expire, Target: id, Start: start, End: nemesis.Mono()})
+		h.fault(nemesis.Fault{Kind: Expire, Target: id, Start: start, End: mono.Now()})
 		h.logf("expire: revoked the lease of %s", id)
 		return nil
 	}
@@ -656,7 +657,7 @@ func (h *run) expire(ctx context.Context) error {
 	d := h.cfg.TTL + 1500*time.Millisecond
 	_ = sleep(ctx, d)
 	p.heal()
-	h.fault(nemesis.Fault{Kind: Expire, Target: p.id, PID: p.pid(), Start: start, End: nemesis.Mono()})
+	h.fault(nemesis.Fault{Kind: Expire, Target: p.id, PID: p.pid(), Start: start, End: mono.Now()})
 	h.logf("expire: %s cut off for %v, past its session timeout", p.id, d)
 	return ctx.Err()
 }
@@ -665,7 +666,7 @@ func (h *run) expire(ctx context.Context) error {
 // a while, and removes them.
 func (h *run) garbage(ctx context.Context) error {
 	d := h.between(h.cfg.TTL/2, 2*h.cfg.TTL) // drawn whatever happens next
-	start := nemesis.Mono()
+	start := mono.Now()
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	remove, err := h.st.garbage(gctx, h.pick)
 	cancel()
@@ -676,7 +677,7 @@ func (h *run) garbage(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	rerr := remove(rctx)
 	cancel()
-	h.fault(nemesis.Fault{Kind: Garbage, Target: h.st.election(), Start: start, End: nemesis.Mono()})
+	h.fault(nemesis.Fault{Kind: Garbage, Target: h.st.election(), Start: start, End: mono.Now()})
 	h.logf("garbage: stray entries under %s for %v (errors: %v)", h.st.election(), d.Round(time.Millisecond), errors.Join(err, rerr))
 	return nil
 }

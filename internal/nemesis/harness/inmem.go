@@ -8,6 +8,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/inmem"
+	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/nemesis"
 )
 
@@ -37,7 +38,7 @@ func (h *run) runInmem(ctx context.Context, hist *nemesis.History) error {
 	defer stop()
 	members := map[string]*inmem.Elector{}
 	var all []*inmem.Elector
-	hist.Start = nemesis.Mono()
+	hist.Start = mono.Now()
 	for i := range h.cfg.Candidates {
 		id := fmt.Sprintf("m%d", i+1)
 		cand := newCandidate(id, 0, h.cfg.Work, localSink{r: h.reg, client: id})
@@ -68,7 +69,7 @@ func (h *run) runInmem(ctx context.Context, hist *nemesis.History) error {
 	}
 	inject := func(ctx context.Context, kind string) error {
 		id, e := leader()
-		start := nemesis.Mono()
+		start := mono.Now()
 		d := h.cfg.TTL + h.between(500*time.Millisecond, h.cfg.TTL+time.Second)
 		switch kind {
 		case Crash:
@@ -96,7 +97,7 @@ func (h *run) runInmem(ctx context.Context, hist *nemesis.History) error {
 		default:
 			return fmt.Errorf("unknown fault %q", kind)
 		}
-		h.fault(nemesis.Fault{Kind: kind, Target: id, Start: start, End: nemesis.Mono()})
+		h.fault(nemesis.Fault{Kind: kind, Target: id, Start: start, End: mono.Now()})
 		h.logf("%s: %s for %v", kind, id, d.Round(time.Millisecond))
 		return ctx.Err()
 	}

@@ -12,6 +12,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/nemesis"
 	"github.com/electkit/election/internal/zktest"
 )
@@ -36,7 +37,7 @@ func (h *run) operator(ctx context.Context) error {
 		return fmt.Errorf("no live leader: %w", err)
 	}
 	leader := ev.Candidate
-	start := nemesis.Mono()
+	start := mono.Now()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	what, undo, err := h.st.operator(octx, h.pick, leader)
 	cancel()
@@ -56,7 +57,7 @@ func (h *run) operator(ctx context.Context) error {
 		err = undo(uctx)
 		cancel()
 	}
-	h.fault(nemesis.Fault{Kind: Operator, Target: what, Start: start, End: nemesis.Mono()})
+	h.fault(nemesis.Fault{Kind: Operator, Target: what, Start: start, End: mono.Now()})
 	h.logf("operator: %s (leader %q; undone after %v, err %v)", what, leader, d.Round(time.Millisecond), err)
 	return nil
 }

@@ -34,6 +34,7 @@ import (
 
 	election "github.com/electkit/election"
 	"github.com/electkit/election/bench/internal/peer"
+	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/zktest"
 )
 
@@ -284,7 +285,7 @@ func (c *candidate) start() (*run, error) {
 		Name:            c.lock.key,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) {
-				r.at = peer.Mono()
+				r.at = mono.Now()
 				close(r.leading)
 			},
 			OnStoppedLeading: func() {},
@@ -396,7 +397,7 @@ func (c *candidate) Release(ctx context.Context) (int64, error) {
 	}
 	r.stopped = true
 	c.mu.Unlock()
-	at := peer.Mono()
+	at := mono.Now()
 	r.cancel()
 	select {
 	case <-r.done:
@@ -418,7 +419,7 @@ func (c *candidate) Crash() (int64, error) {
 	if c.closed {
 		return 0, fmt.Errorf("clientgo: candidate %s: %w", c.id, election.ErrClosed)
 	}
-	at := peer.Mono()
+	at := mono.Now()
 	for _, p := range c.proxies {
 		p.Cut()
 	}

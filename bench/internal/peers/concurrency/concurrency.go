@@ -12,6 +12,7 @@ import (
 
 	"github.com/electkit/election/bench/internal/conns"
 	"github.com/electkit/election/bench/internal/peer"
+	"github.com/electkit/election/internal/mono"
 )
 
 // Name is the library's name in reports.
@@ -61,11 +62,11 @@ type candidate struct {
 
 func (c *candidate) Campaign(ctx context.Context) (int64, error) {
 	err := c.e.Campaign(ctx, c.id)
-	return peer.Mono(), err
+	return mono.Now(), err
 }
 
 func (c *candidate) Release(ctx context.Context) (int64, error) {
-	t := peer.Mono()
+	t := mono.Now()
 	return t, c.e.Resign(ctx)
 }
 

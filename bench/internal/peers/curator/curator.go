@@ -36,6 +36,7 @@ import (
 
 	election "github.com/electkit/election"
 	"github.com/electkit/election/bench/internal/peer"
+	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/zktest"
 )
 
@@ -712,7 +713,7 @@ func (c *candidate) Crash() (int64, error) {
 	if c.closed {
 		return 0, fmt.Errorf("curator: candidate %s: %w", c.id, election.ErrClosed)
 	}
-	at := peer.Mono()
+	at := mono.Now()
 	for _, p := range c.proxies {
 		p.Cut()
 	}

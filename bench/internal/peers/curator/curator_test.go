@@ -13,6 +13,7 @@ import (
 
 	election "github.com/electkit/election"
 	"github.com/electkit/election/bench/internal/peer"
+	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/zktest"
 )
 
@@ -155,14 +156,14 @@ func TestJVMClockIsMono(t *testing.T) {
 	l, _ := setup(t, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	before := peer.Mono()
+	before := mono.Now()
 	jvm, err := l.now(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := peer.Mono()
+	after := mono.Now()
 	if jvm < before || jvm > after {
-		t.Fatalf("System.nanoTime() %d not between peer.Mono() %d and %d", jvm, before, after)
+		t.Fatalf("System.nanoTime() %d not between mono.Now() %d and %d", jvm, before, after)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/electkit/election/bench/internal/conns"
 	"github.com/electkit/election/bench/internal/peer"
+	"github.com/electkit/election/internal/mono"
 )
 
 // NewEtcd returns the naive election on etcd.
@@ -91,7 +92,7 @@ func (e *etcdCandidate) Campaign(ctx context.Context) (int64, error) {
 			return 0, err
 		}
 		if r.Succeeded {
-			return peer.Mono(), nil
+			return mono.Now(), nil
 		}
 		// Everyone watches the one key.
 		wctx, cancel := context.WithCancel(ctx)
@@ -123,7 +124,7 @@ func (e *etcdCandidate) Campaign(ctx context.Context) (int64, error) {
 }
 
 func (e *etcdCandidate) Release(ctx context.Context) (int64, error) {
-	t := peer.Mono()
+	t := mono.Now()
 	_, err := e.c.Etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.LeaseValue(e.key), "=", e.lease)).
 		Then(clientv3.OpDelete(e.key)).Commit()
@@ -158,7 +159,7 @@ func (z *zkCandidate) Campaign(ctx context.Context) (int64, error) {
 	for {
 		_, err := conn.Create(z.key, []byte(z.id), gozk.FlagEphemeral, gozk.WorldACL(gozk.PermAll))
 		if err == nil {
-			return peer.Mono(), nil
+			return mono.Now(), nil
 		}
 		if !errors.Is(err, gozk.ErrNodeExists) {
 			return 0, err
@@ -180,7 +181,7 @@ func (z *zkCandidate) Campaign(ctx context.Context) (int64, error) {
 }
 
 func (z *zkCandidate) Release(ctx context.Context) (int64, error) {
-	t := peer.Mono()
+	t := mono.Now()
 	data, st, err := z.c.ZK.Get(z.key)
 	if err != nil {
 		return t, err

@@ -11,6 +11,7 @@ import (
 	"github.com/electkit/election/backend/zk"
 	"github.com/electkit/election/bench/internal/conns"
 	"github.com/electkit/election/bench/internal/peer"
+	"github.com/electkit/election/internal/mono"
 )
 
 // NewEtcd returns backend/etcd against the etcd cluster at endpoints, its
@@ -70,11 +71,11 @@ type candidate struct {
 
 func (c *candidate) Campaign(ctx context.Context) (int64, error) {
 	_, err := c.e.Campaign(ctx)
-	return peer.Mono(), err
+	return mono.Now(), err
 }
 
 func (c *candidate) Release(ctx context.Context) (int64, error) {
-	t := peer.Mono()
+	t := mono.Now()
 	return t, c.e.Resign(ctx)
 }
 
