@@ -1,5 +1,6 @@
-# make test: installs the real servers the tests need, then format check,
-# vet, every test with the race detector, and the benchmark harness's check
+# make test: installs the real servers the tests need, then format check
+# (gofmt, and import groups: standard library, others, this module), vet,
+# staticcheck, every test with the race detector, and the benchmark harness's check
 # (vet and its tests, including a -short smoke of every scenario).
 # make bench: the whole benchmark set on real servers (under 10 minutes on
 # 2 cores); writes bench-results/ and prints the report.
@@ -8,9 +9,9 @@ GO ?= go
 ZOOKEEPER_JAR ?= /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps fmt-check vet unit bench bench-check gobench nemesis
+.PHONY: test deps fmt-check lint imports vet unit bench bench-check gobench nemesis
 
-test: deps fmt-check vet unit bench-check
+test: deps fmt-check vet lint unit bench-check
 
 # ZooKeeper: the Java server of Debian's zookeeper package. Curator: its
 # recipes (LeaderLatch) and their jars, for the bench module's Curator peer,
@@ -41,6 +42,20 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+
+# Pinned linters, run through go run: nothing of theirs enters go.mod.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GCI ?= github.com/daixiang0/gci@v0.14.0
+IMPORT_GROUPS := -s standard -s default -s "prefix(github.com/electkit/election)"
+
+lint:
+	$(GO) run $(STATICCHECK) ./...
+	cd bench && $(GO) run $(STATICCHECK) ./...
+	@out=$$($(GO) run $(GCI) list $(IMPORT_GROUPS) .); \
+	if [ -n "$$out" ]; then echo "import groups (make imports fixes them):"; echo "$$out"; exit 1; fi
+
+imports:
+	$(GO) run $(GCI) write $(IMPORT_GROUPS) .
 
 unit:
 	$(GO) test -race -count=1 ./...

@@ -3,10 +3,11 @@ package election
 import (
 	"context"
 	"fmt"
-	"github.com/electkit/election/internal/clock"
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/electkit/election/internal/clock"
 )
 
 // Term is one leadership, from Campaign's return until Done is closed.
@@ -141,7 +142,7 @@ func NewTerm(o Options, l Leader, sent time.Time) (*Term, *LeaseClock) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if d := time.Until(t.deadline); d > 0 {
+	if d := clock.Until(t.deadline); d > 0 {
 		t.timer = time.AfterFunc(d, c.expire)
 	} else {
 		t.endLocked(ErrLeaseExpired)
@@ -270,7 +271,7 @@ func (c *LeaseClock) expire() {
 	if t.ended {
 		return
 	}
-	if d := time.Until(t.deadline); d > 0 {
+	if d := clock.Until(t.deadline); d > 0 {
 		t.timer.Reset(d)
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/electkit/election/internal/clock"
 )
 
 // Callbacks are the application's side of Run. Every field may be nil.
@@ -90,7 +92,7 @@ func Run(ctx context.Context, e Elector, cb Callbacks) error {
 		if rctx.Err() != nil {
 			return r.finish(ctx)
 		}
-		if !sleep(rctx, b.NextBackOff()) {
+		if !clock.Sleep(rctx, b.NextBackOff()) {
 			return r.finish(ctx)
 		}
 	}
@@ -221,17 +223,5 @@ func (r *runner) wait() {
 			}
 		default:
 		}
-	}
-}
-
-// sleep waits d or until ctx ends; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	iclock "github.com/electkit/election/internal/clock"
 	"log/slog"
 	"math"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/lograte"
 	"github.com/electkit/election/internal/watch"
 )
@@ -77,7 +77,7 @@ type candidacy struct {
 	watched  atomic.Bool     // guardKey's watch is live and the key checked under it (see own.go)
 	retries  lograte.Limiter // log lines of retried errors
 	elected  chan struct{}   // closed once clock is set
-	clock    *election.LeaseClock
+	lc       *election.LeaseClock
 	renewed  time.Time // send time of the last request etcd confirmed the lease by (guarded by Elector.mu)
 	keyGone  bool      // the key was deleted; only the lease is left to revoke (guarded by Elector.mu)
 }
@@ -165,9 +165,9 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 		return nil, election.ErrClosed
 	}
 	old := e.cand
-	if old != nil && old.clock != nil && old.clock.Term().Err() == nil {
+	if old != nil && old.lc != nil && old.lc.Term().Err() == nil {
 		e.mu.Unlock()
-		return old.clock.Term(), nil // already leading
+		return old.lc.Term(), nil // already leading
 	}
 	e.mu.Unlock()
 	if old != nil {
@@ -213,7 +213,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		id := newLeaseID()
 		c = &candidacy{lease: id, key: keyName(e.prefix, id),
 			stop: make(chan struct{}), lost: make(chan struct{}), elected: make(chan struct{}), guarded: make(chan struct{})}
-		c.renewed = iclock.Now()
+		c.renewed = clock.Now()
 		err := e.grant(ctx, id)
 		if errors.Is(err, rpctypes.ErrLeaseExist) {
 			continue // an ID drawn twice: draw again
@@ -474,8 +474,8 @@ func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, er
 	e.mu.Lock()
 	sent := c.renewed
 	e.mu.Unlock()
-	if time.Since(sent) > e.o.Window()/2 {
-		sent = iclock.Now()
+	if clock.Since(sent) > e.o.Window()/2 {
+		sent = clock.Now()
 		kctx, cancel := context.WithTimeout(ctx, e.o.Window())
 		_, err := e.cli.KeepAliveOnce(kctx, c.lease)
 		cancel()
@@ -486,7 +486,7 @@ func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, er
 			return nil, err
 		}
 	}
-	term, clock := election.NewTerm(e.o, c.leader, sent)
+	term, lc := election.NewTerm(e.o, c.leader, sent)
 	var err error
 	e.mu.Lock()
 	select {
@@ -504,11 +504,11 @@ func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, er
 	}
 	if err != nil {
 		e.mu.Unlock()
-		clock.End(err)
+		lc.End(err)
 		return nil, err
 	}
-	c.clock = clock
-	e.clocks = append(e.clocks, clock)
+	c.lc = lc
+	e.clocks = append(e.clocks, lc)
 	e.saw(c.leader.Token)
 	close(c.elected)
 	e.mu.Unlock()
@@ -532,7 +532,7 @@ func (e *Elector) keepAlive(c *candidacy) {
 	tm := time.NewTimer(interval)
 	defer tm.Stop()
 	elected := c.elected
-	var clock *election.LeaseClock
+	var lc *election.LeaseClock
 	var termDone <-chan struct{}
 	for {
 		select {
@@ -541,49 +541,49 @@ func (e *Elector) keepAlive(c *candidacy) {
 		case <-elected:
 			elected = nil
 			e.mu.Lock()
-			clock = c.clock
+			lc = c.lc
 			e.mu.Unlock()
-			termDone = clock.Term().Done()
+			termDone = lc.Term().Done()
 			e.mu.Lock()
 			renewed := c.renewed
 			e.mu.Unlock()
-			tm.Reset(time.Until(renewed.Add(interval))) // one interval after the renewal the Term counts from
+			tm.Reset(clock.Until(renewed.Add(interval))) // one interval after the renewal the Term counts from
 			continue
 		case <-termDone:
-			e.withdraw(c, clock.Term().Err(), false)
+			e.withdraw(c, lc.Term().Err(), false)
 			return
 		case <-tm.C:
 		}
-		if clock == nil {
+		if lc == nil {
 			// The Term may have begun after the timer fired and before
 			// elected was seen: renew it through its clock all the same.
 			e.mu.Lock()
-			clock = c.clock
+			lc = c.lc
 			e.mu.Unlock()
-			if clock != nil {
-				elected, termDone = nil, clock.Term().Done()
+			if lc != nil {
+				elected, termDone = nil, lc.Term().Done()
 			}
 		}
 		next := interval
-		if clock != nil && clock.BeforeRenew() != nil {
+		if lc != nil && lc.BeforeRenew() != nil {
 			tm.Reset(0) // the Term ended: termDone is closed
 			continue
 		}
 		watched := c.watched.Load()
-		sent := iclock.Now()
+		sent := clock.Now()
 		timeout := interval
-		if clock != nil {
-			timeout = time.Until(clock.Term().Deadline())
+		if lc != nil {
+			timeout = clock.Until(lc.Term().Deadline())
 		}
 		ctx, cancel := context.WithTimeout(e.bg, max(timeout, retryDelay))
 		_, err := e.cli.KeepAliveOnce(ctx, c.lease)
 		cancel()
-		if clock != nil {
+		if lc != nil {
 			counted := err
 			if err == nil && !(watched && c.watched.Load()) {
 				counted = errUnwatched // the lease lives, but a change of the key might have gone unseen
 			}
-			clock.Renewed(sent, counted)
+			lc.Renewed(sent, counted)
 		}
 		switch {
 		case err == nil:
@@ -612,14 +612,14 @@ func (e *Elector) keepAlive(c *candidacy) {
 // candidacy, so its Term has ended (or confirm refused to start one).
 func (e *Elector) forget(c *candidacy) {
 	e.mu.Lock()
-	clock := c.clock
+	lc := c.lc
 	e.mu.Unlock()
-	if clock == nil {
+	if lc == nil {
 		return
 	}
-	clock.Wait()
+	lc.Wait()
 	e.mu.Lock()
-	if i := slices.Index(e.clocks, clock); i >= 0 {
+	if i := slices.Index(e.clocks, lc); i >= 0 {
 		e.clocks = slices.Delete(e.clocks, i, i+1)
 	}
 	e.mu.Unlock()
@@ -640,13 +640,13 @@ func (e *Elector) lose(c *candidacy, err error) bool {
 	}
 	c.lostErr = err
 	close(c.lost)
-	clock := c.clock
+	lc := c.lc
 	if e.cand == c {
 		e.cand = nil
 	}
 	e.mu.Unlock()
-	if clock != nil {
-		clock.End(err)
+	if lc != nil {
+		lc.End(err)
 	}
 	c.halt()
 	return true
@@ -713,13 +713,13 @@ func (e *Elector) releaseLater(c *candidacy, lease bool) {
 // end ends c's Term with cause and stops its keepalives.
 func (e *Elector) end(c *candidacy, cause error) {
 	e.mu.Lock()
-	clock := c.clock
+	lc := c.lc
 	e.mu.Unlock()
-	if clock != nil {
+	if lc != nil {
 		if cause == nil {
 			cause = election.ErrResigned
 		}
-		clock.End(cause)
+		lc.End(cause)
 	}
 	c.halt()
 }
@@ -881,9 +881,9 @@ func (e *Elector) Close() error {
 	clocks := e.clocks
 	e.clocks = nil
 	e.mu.Unlock()
-	for _, clock := range clocks {
-		clock.End(election.ErrClosed)
-		clock.Wait()
+	for _, lc := range clocks {
+		lc.End(election.ErrClosed)
+		lc.Wait()
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func (e *Elector) candidacyOf(t *election.Term) (*candidacy, error) {
 		return nil, election.ErrClosed
 	}
 	c := e.cand
-	if c == nil || c.clock == nil || c.clock.Term() != t {
+	if c == nil || c.lc == nil || c.lc.Term() != t {
 		return nil, fmt.Errorf("%w: term %s is not this candidate's current term", election.ErrNotLeader, t)
 	}
 	return c, nil

@@ -2,12 +2,12 @@ package etcd
 
 import (
 	"context"
-	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -88,7 +88,7 @@ func (e *Elector) observeLoop() {
 			if ctx.Err() == nil {
 				e.log.Warn("etcd election: observer read failed; retrying", "prefix", e.prefix, "err", err)
 			}
-			sleep(ctx, retryDelay)
+			clock.Sleep(ctx, retryDelay)
 			continue
 		}
 		kvs := map[string]*mvccpb.KeyValue{}
@@ -148,14 +148,5 @@ func (e *Elector) saw(token uint64) {
 		if token <= old || e.seen.CompareAndSwap(old, token) {
 			return
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }

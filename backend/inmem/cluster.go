@@ -396,7 +396,7 @@ func (c *Cluster) Recover(e *Elector) error {
 	r := c.startRunnerLocked(e)
 	c.mu.Unlock()
 	if ts != nil {
-		ts.clock.End(fmt.Errorf("%w: %s crashed and recovered", election.ErrSessionLost, e.o.ID))
+		ts.lc.End(fmt.Errorf("%w: %s crashed and recovered", election.ErrSessionLost, e.o.ID))
 	}
 	r.call(r.recoverNode)
 	c.kick()

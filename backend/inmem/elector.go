@@ -68,7 +68,7 @@ func (cd *candidacy) resolveLocked(ts *termState, err error) {
 // termState is a Term with its lease clock.
 type termState struct {
 	term  *election.Term
-	clock *election.LeaseClock
+	lc    *election.LeaseClock
 	epoch uint64
 }
 
@@ -159,7 +159,7 @@ func (e *Elector) withdraw(cd *candidacy) {
 // standing for election. Called with c.ops held, e.cand already cleared.
 func (e *Elector) stepDown(r *runner, ts *termState, cause error) {
 	if ts != nil {
-		ts.clock.End(cause)
+		ts.lc.End(cause)
 	}
 	if r != nil {
 		r.call(func() { r.stepDown(ts, cause) })
@@ -294,7 +294,7 @@ func (e *Elector) leaseLoop(ts *termState) {
 		select {
 		case <-ts.term.Done():
 			e.termEnded(ts)
-			ts.clock.Wait()
+			ts.lc.Wait()
 			return
 		case <-tick.C:
 		}
@@ -304,7 +304,7 @@ func (e *Elector) leaseLoop(ts *termState) {
 		if r == nil {
 			continue // crashed: nothing renews; the Term lapses
 		}
-		if ts.clock.BeforeRenew() != nil {
+		if ts.lc.BeforeRenew() != nil {
 			continue // ended: Done is next
 		}
 		r.post(func() { r.renew(ts) })

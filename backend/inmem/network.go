@@ -2,12 +2,12 @@ package inmem
 
 import (
 	"container/heap"
-	"github.com/electkit/election/internal/clock"
 	"sync"
 	"time"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/classic"
+	"github.com/electkit/election/internal/clock"
 )
 
 // packet is what the in-process network carries between members, named by

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/electkit/election/internal/clock"
 	"log/slog"
 	"time"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/classic"
+	"github.com/electkit/election/internal/clock"
 )
 
 // errNoAck is the outcome of a renewal round that no peer accepted.
@@ -265,7 +265,7 @@ func (r *runner) after(out []classic.Message) {
 	if l := r.lead; l != nil && !(v.HasLeader && v.Leader == r.id && v.Epoch == l.epoch) {
 		r.lead = nil
 		if l.term != nil && !l.over {
-			l.term.clock.End(fmt.Errorf("%w: %s's node now names %s", election.ErrPreempted, r.e.o.ID, r.describe(v)))
+			l.term.lc.End(fmt.Errorf("%w: %s's node now names %s", election.ErrPreempted, r.e.o.ID, r.describe(v)))
 		}
 	}
 	if r.lead == nil && v.HasLeader && v.Leader == r.id && !v.Electing && r.campaigning(admitted) {
@@ -330,7 +330,7 @@ func (r *runner) startRound() {
 	for _, old := range l.rounds {
 		if !old.reported && l.term != nil {
 			old.reported = true
-			l.term.clock.Renewed(old.sent, errNoAck)
+			l.term.lc.Renewed(old.sent, errNoAck)
 		}
 		if old.seq+2 > rd.seq {
 			keep = append(keep, old)
@@ -356,7 +356,7 @@ func (r *runner) roundOK(rd *round) {
 	rd.reported = true
 	l := r.lead
 	if l.term != nil {
-		l.term.clock.Renewed(rd.sent, nil)
+		l.term.lc.Renewed(rd.sent, nil)
 		return
 	}
 	if rd.sent.After(l.lastOK) {
@@ -394,7 +394,7 @@ func (r *runner) onAck(from int, seq, epoch uint64, vd verdict, theirs uint64) {
 		// the Term's end makes the node step down into an election.
 		l.over = true
 		if l.term != nil {
-			l.term.clock.End(fmt.Errorf("%w: %s names a newer or rival leadership (epoch %d, ours %d)",
+			l.term.lc.End(fmt.Errorf("%w: %s names a newer or rival leadership (epoch %d, ours %d)",
 				election.ErrPreempted, r.c.name(from), theirs, l.epoch))
 		} else if theirs == l.epoch {
 			// Not confirmed yet, and rivals in one epoch: neither algorithm
@@ -429,11 +429,11 @@ func (r *runner) maybeIssue() {
 		l.over = true // withdrawn: whoever withdrew makes the node ineligible
 		return
 	}
-	t, clock := election.NewTerm(e.o, l.leader, l.lastOK)
+	t, lc := election.NewTerm(e.o, l.leader, l.lastOK)
 	if t.Err() != nil {
 		return
 	}
-	ts := &termState{term: t, clock: clock, epoch: l.epoch}
+	ts := &termState{term: t, lc: lc, epoch: l.epoch}
 	l.term = ts
 	r.show(shown{num: e.num, epoch: l.epoch}, l.leader)
 	e.term = ts

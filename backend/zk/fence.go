@@ -49,7 +49,7 @@ func (e *Elector) current(t *election.Term) (*candidacy, error) {
 	e.mu.Lock()
 	c := e.cand
 	e.mu.Unlock()
-	if c == nil || c.clock == nil || c.clock.Term() != t {
+	if c == nil || c.lc == nil || c.lc.Term() != t {
 		return nil, fmt.Errorf("%w: %s is not this candidate's current Term", election.ErrNotLeader, t)
 	}
 	if err := t.Err(); err != nil {

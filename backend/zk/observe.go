@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -189,21 +189,12 @@ func (e *Elector) observeLoop() {
 				<-ctx.Done()
 				return
 			}
-			sleep(ctx, retryDelay)
+			clock.Sleep(ctx, retryDelay)
 			continue
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }

@@ -156,7 +156,7 @@ type candidacy struct {
 
 	stop     chan struct{} // closed when the candidacy is withdrawn
 	stopOnce sync.Once
-	clock    *election.LeaseClock // set once leading (guarded by Elector.mu)
+	lc       *election.LeaseClock // set once leading (guarded by Elector.mu)
 	version  int32                // the node's data version (guarded by Elector.mu)
 	writing  sync.Mutex           // a heartbeat and Proclaim never overlap: each needs the other's version
 }
@@ -278,9 +278,9 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 		return nil, election.ErrClosed
 	}
 	old := e.cand
-	if old != nil && old.clock != nil && old.clock.Term().Err() == nil {
+	if old != nil && old.lc != nil && old.lc.Term().Err() == nil {
 		e.mu.Unlock()
-		return old.clock.Term(), nil // already leading
+		return old.lc.Term(), nil // already leading
 	}
 	e.mu.Unlock()
 	if old != nil {
@@ -450,7 +450,7 @@ func (e *Elector) findAndDrop(guid string, err error) error {
 				return // Close deletes what is pending; the node goes with the session at the latest
 			}
 			e.retryLog("looking for the node of an abandoned create", ferr)
-			sleep(e.bg, delay)
+			clock.Sleep(e.bg, delay)
 			delay = min(2*delay, time.Second)
 		}
 	}
@@ -506,7 +506,7 @@ func (e *Elector) dropAbandoned(ctx context.Context) {
 			return
 		}
 		e.retryLog("looking for the nodes of abandoned creates", err)
-		sleep(ctx, delay)
+		clock.Sleep(ctx, delay)
 		delay = min(2*delay, time.Second)
 	}
 }
@@ -834,7 +834,7 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 	if err != nil {
 		return nil, e.stopped(ctx, c, err)
 	}
-	term, clock := election.NewTerm(e.o, c.leader, sent)
+	term, lc := election.NewTerm(e.o, c.leader, sent)
 	e.mu.Lock()
 	switch {
 	case e.closed:
@@ -844,13 +844,13 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 	}
 	if err != nil {
 		e.mu.Unlock()
-		clock.End(err)
+		lc.End(err)
 		return nil, err
 	}
-	c.clock = clock
-	e.clocks = append(e.clocks, clock)
+	c.lc = lc
+	e.clocks = append(e.clocks, lc)
 	e.wg.Add(1)
-	go e.lead(c, clock, sent)
+	go e.lead(c, lc, sent)
 	e.mu.Unlock()
 	if err := term.Err(); err != nil { // the deadline passed while confirming
 		return nil, err
@@ -867,12 +867,12 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 // the lease clock ends the Term at its deadline if none succeeds. When the
 // Term ends for any reason, the candidacy is withdrawn: its node is
 // deleted, so the next candidate leads at once.
-func (e *Elector) lead(c *candidacy, clock *election.LeaseClock, renewed time.Time) {
+func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time) {
 	defer e.wg.Done()
-	defer e.forget(clock)
-	t := clock.Term()
+	defer e.forget(lc)
+	t := lc.Term()
 	interval := e.o.Window() / 3
-	beat := time.NewTimer(time.Until(renewed.Add(interval)))
+	beat := time.NewTimer(clock.Until(renewed.Add(interval)))
 	defer beat.Stop()
 	poll := time.NewTicker(statePoll)
 	defer poll.Stop()
@@ -894,7 +894,7 @@ func (e *Elector) lead(c *candidacy, clock *election.LeaseClock, renewed time.Ti
 		case ev := <-own:
 			own = nil
 			if ev.Type == gozk.EventNodeDeleted || (ev.Type == gozk.EventNotWatching && !errors.Is(ev.Err, gozk.ErrConnectionClosed)) {
-				clock.End(fmt.Errorf("%w: node %s: %v %v", election.ErrSessionLost, c.node, ev.Type, ev.Err))
+				lc.End(fmt.Errorf("%w: node %s: %v %v", election.ErrSessionLost, c.node, ev.Type, ev.Err))
 				continue
 			}
 			own = e.watchOwn(c)
@@ -902,21 +902,21 @@ func (e *Elector) lead(c *candidacy, clock *election.LeaseClock, renewed time.Ti
 		case <-e.kick:
 		case <-poll.C:
 		case <-hold:
-			clock.End(fmt.Errorf("%w: %w: disconnected from ZooKeeper until the session may have expired", election.ErrSessionLost, election.ErrLeaseExpired))
+			lc.End(fmt.Errorf("%w: %w: disconnected from ZooKeeper until the session may have expired", election.ErrSessionLost, election.ErrLeaseExpired))
 			continue
 		case <-beat.C:
-			if clock.BeforeRenew() != nil {
+			if lc.BeforeRenew() != nil {
 				continue // the Term ended: t.Done is closed
 			}
 			ctx, cancel := context.WithDeadline(e.bg, t.Deadline())
 			sent, err := e.check(ctx, c.stop, c)
 			cancel()
-			clock.Renewed(sent, err)
+			lc.Renewed(sent, err)
 			next := interval
 			switch {
 			case err == nil:
 			case errors.Is(err, errNodeGone):
-				clock.End(err) // wraps ErrSessionLost, with the cause
+				lc.End(err) // wraps ErrSessionLost, with the cause
 				continue
 			default:
 				e.log.Warn("zk election: heartbeat failed", "node", c.node, "err", err)
@@ -932,18 +932,18 @@ func (e *Elector) lead(c *candidacy, clock *election.LeaseClock, renewed time.Ti
 		}
 		switch {
 		case sid != c.session && sid != 0, st == gozk.StateExpired:
-			clock.End(fmt.Errorf("%w: session %#x of node %s expired", election.ErrSessionLost, c.session, c.node))
+			lc.End(fmt.Errorf("%w: session %#x of node %s expired", election.ErrSessionLost, c.session, c.node))
 		case st == gozk.StateHasSession:
 			if holdTimer != nil { // reconnected in time, same session
 				holdTimer.Stop()
 				holdTimer, hold = nil, nil
 			}
 		case e.cfg.Policy == StepDownOnDisconnect:
-			clock.End(fmt.Errorf("%w: disconnected from ZooKeeper (%v); stepping down at once (StepDownOnDisconnect)", election.ErrSessionLost, st))
+			lc.End(fmt.Errorf("%w: disconnected from ZooKeeper (%v); stepping down at once (StepDownOnDisconnect)", election.ErrSessionLost, st))
 		case holdTimer == nil:
 			// Hold until just before the deadline, so that the Term ends
 			// with ErrSessionLost rather than by the lease clock's timer.
-			holdTimer = time.NewTimer(max(0, time.Until(t.Deadline())-time.Millisecond))
+			holdTimer = time.NewTimer(max(0, clock.Until(t.Deadline())-time.Millisecond))
 			hold = holdTimer.C
 		}
 	}
@@ -953,11 +953,11 @@ func (e *Elector) lead(c *candidacy, clock *election.LeaseClock, renewed time.Ti
 // list Close waits on, so that an Elector that leads many times does not
 // keep every Term it ever had. lead returns only once the Term has ended
 // or its candidacy was withdrawn (which ends it).
-func (e *Elector) forget(clock *election.LeaseClock) {
-	clock.End(election.ErrResigned) // no-op for a Term that has ended
-	clock.Wait()
+func (e *Elector) forget(lc *election.LeaseClock) {
+	lc.End(election.ErrResigned) // no-op for a Term that has ended
+	lc.Wait()
 	e.mu.Lock()
-	if i := slices.Index(e.clocks, clock); i >= 0 {
+	if i := slices.Index(e.clocks, lc); i >= 0 {
 		e.clocks = slices.Delete(e.clocks, i, i+1)
 	}
 	e.mu.Unlock()
@@ -1011,13 +1011,13 @@ const releaseWait = 40 * time.Millisecond
 // end ends c's Term with cause and stops its goroutines.
 func (e *Elector) end(c *candidacy, cause error) {
 	e.mu.Lock()
-	clock := c.clock
+	lc := c.lc
 	e.mu.Unlock()
-	if clock != nil {
+	if lc != nil {
 		if cause == nil {
 			cause = election.ErrResigned
 		}
-		clock.End(cause)
+		lc.End(cause)
 	}
 	c.halt()
 }
@@ -1069,7 +1069,7 @@ func (e *Elector) reap() {
 		defer e.wg.Done()
 		b := retryDelay
 		for {
-			sleep(e.bg, b)
+			clock.Sleep(e.bg, b)
 			b = min(2*b, time.Second)
 			e.mu.Lock()
 			if e.bg.Err() != nil || len(e.pending) == 0 {
@@ -1190,9 +1190,9 @@ func (e *Elector) Close() error {
 	clocks := e.clocks
 	e.clocks = nil
 	e.mu.Unlock()
-	for _, clock := range clocks {
-		clock.End(election.ErrClosed)
-		clock.Wait()
+	for _, lc := range clocks {
+		lc.End(election.ErrClosed)
+		lc.Wait()
 	}
 	if e.ownsConn {
 		e.conn.Close()

@@ -64,7 +64,7 @@ and always before the lease can lapse (P3 holds for the command too):
   gone, so the next leader starts after it. When the session is lost, or
   the Term ends in any other way elect did not ask for, SIGKILL at once.
 
-The guard keeps the deadline too, on the machine's monotonic clock, so
+The guard keeps the deadline too, on the machine's monotonic lc, so
 the schedule holds while elect is stopped (SIGSTOP, Ctrl-Z: CMD is not in
 the terminal's foreground group) or killed (SIGKILL: the guard sees its
 pipe close and stops CMD, SIGKILL by the deadline). If the guard dies, the

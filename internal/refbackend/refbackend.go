@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
-	iclock "github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -84,7 +84,7 @@ func NewStore(bugs Bugs) *Store {
 func (s *Store) grant(ttl time.Duration) *lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := &lease{ttl: ttl, dead: make(chan struct{}), expiresAt: iclock.Now().Add(ttl)}
+	l := &lease{ttl: ttl, dead: make(chan struct{}), expiresAt: clock.Now().Add(ttl)}
 	l.timer = time.AfterFunc(ttl, func() { s.expire(l) })
 	return l
 }
@@ -93,7 +93,7 @@ func (s *Store) grant(ttl time.Duration) *lease {
 func (s *Store) keepAlive(l *lease) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := iclock.Now()
+	now := clock.Now()
 	if !now.Before(l.expiresAt) {
 		s.revokeLocked(l, false)
 	}
@@ -110,7 +110,7 @@ func (s *Store) keepAlive(l *lease) error {
 func (s *Store) expire(l *lease) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if iclock.Now().Before(l.expiresAt) {
+	if clock.Now().Before(l.expiresAt) {
 		return // renewed since the timer fired
 	}
 	s.revokeLocked(l, false)
@@ -221,7 +221,7 @@ type candidacy struct {
 	key     *key
 	stop    chan struct{} // ends the keepalive loop
 	elected chan struct{} // closed when clock is set
-	clock   *election.LeaseClock
+	lc      *election.LeaseClock
 }
 
 var _ election.Elector = (*Elector)(nil)
@@ -328,9 +328,9 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	defer func() { <-e.sem }()
 
 	e.mu.Lock()
-	if c := e.cand; c != nil && c.clock != nil && c.clock.Term().Err() == nil && !e.closed {
+	if c := e.cand; c != nil && c.lc != nil && c.lc.Term().Err() == nil && !e.closed {
 		e.mu.Unlock()
-		return c.clock.Term(), nil // already leading
+		return c.lc.Term(), nil // already leading
 	}
 	e.mu.Unlock()
 	if err := e.connErr(); err != nil {
@@ -377,7 +377,7 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 		e.withdraw(c)
 		return nil, err
 	}
-	sent := iclock.Now()
+	sent := clock.Now()
 	if err := e.connErr(); err != nil {
 		return nil, e.lost(c)
 	}
@@ -392,18 +392,18 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	if e.s.bugs.NoHooks {
 		o.BeforeRenew, o.AfterRenew = nil, nil
 	}
-	term, clock := election.NewTerm(o, c.key.leader, sent)
+	term, lc := election.NewTerm(o, c.key.leader, sent)
 	e.mu.Lock()
 	if e.cand != c || e.closed {
 		e.mu.Unlock()
-		clock.End(election.ErrResigned)
+		lc.End(election.ErrResigned)
 		if e.isClosed() {
 			return nil, election.ErrClosed
 		}
 		return nil, election.ErrResigned
 	}
-	c.clock = clock
-	e.clocks = append(e.clocks, clock)
+	c.lc = lc
+	e.clocks = append(e.clocks, lc)
 	close(c.elected)
 	e.mu.Unlock()
 	if err := term.Err(); err != nil {
@@ -419,14 +419,14 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 // stays for Close to end.
 func (e *Elector) forget(c *candidacy) {
 	e.mu.Lock()
-	clock := c.clock
+	lc := c.lc
 	e.mu.Unlock()
-	if clock == nil || clock.Term().Err() == nil {
+	if lc == nil || lc.Term().Err() == nil {
 		return
 	}
-	clock.Wait()
+	lc.Wait()
 	e.mu.Lock()
-	if i := slices.Index(e.clocks, clock); i >= 0 {
+	if i := slices.Index(e.clocks, lc); i >= 0 {
 		e.clocks = slices.Delete(e.clocks, i, i+1)
 	}
 	e.mu.Unlock()
@@ -476,16 +476,16 @@ func (e *Elector) start() (*candidacy, error) {
 // lease. It runs under the store's lock.
 func (e *Elector) evicted(c *candidacy) {
 	e.mu.Lock()
-	clock := c.clock
+	lc := c.lc
 	e.mu.Unlock()
-	if clock == nil {
+	if lc == nil {
 		return // a waiter: Campaign sees the lease die
 	}
 	var cause error = fmt.Errorf("%w: the lease of key %d was revoked", election.ErrSessionLost, c.key.leader.Token)
 	if e.s.bugs.NoSentinel {
 		cause = context.Canceled
 	}
-	clock.End(cause)
+	lc.End(cause)
 }
 
 // lost reports why a waiting candidacy ended: Resign, Close, or the lease.
@@ -523,12 +523,12 @@ func (e *Elector) withdraw(c *candidacy) {
 // and deletes its key by revoking the lease. It does not wait for renewal
 // hooks (a hook may be the caller, through Resign); Close does.
 func (e *Elector) end(c *candidacy, cause error) (released <-chan struct{}) {
-	var clock *election.LeaseClock
+	var lc *election.LeaseClock
 	e.mu.Lock()
-	clock = c.clock
+	lc = c.lc
 	e.mu.Unlock()
-	if clock != nil && !(e.s.bugs.ResignKeepsTerm && errors.Is(cause, election.ErrResigned)) {
-		clock.End(cause)
+	if lc != nil && !(e.s.bugs.ResignKeepsTerm && errors.Is(cause, election.ErrResigned)) {
+		lc.End(cause)
 	}
 	close(c.stop)
 	done := make(chan struct{})
@@ -572,7 +572,7 @@ func (e *Elector) keepAlive(c *candidacy) {
 	defer tick.Stop()
 	elected := c.elected
 	var termDone <-chan struct{}
-	var clock *election.LeaseClock
+	var lc *election.LeaseClock
 	for {
 		select {
 		case <-c.stop:
@@ -580,19 +580,19 @@ func (e *Elector) keepAlive(c *candidacy) {
 		case <-elected:
 			elected = nil
 			e.mu.Lock()
-			clock = c.clock
+			lc = c.lc
 			e.mu.Unlock()
-			termDone = clock.Term().Done()
+			termDone = lc.Term().Done()
 			continue
 		case <-termDone:
 			e.withdraw(c)
 			return
 		case <-tick.C:
 		}
-		if clock != nil && !e.s.bugs.NoHooks && clock.BeforeRenew() != nil {
+		if lc != nil && !e.s.bugs.NoHooks && lc.BeforeRenew() != nil {
 			continue // the Term ended; termDone fires next
 		}
-		sent := iclock.Now()
+		sent := clock.Now()
 		err := e.connErr()
 		if err == nil {
 			e.mu.Lock()
@@ -604,12 +604,12 @@ func (e *Elector) keepAlive(c *candidacy) {
 		if err == nil {
 			err = e.s.keepAlive(c.lease)
 		}
-		if clock != nil && !e.s.bugs.NoRenew {
-			clock.Renewed(sent, err)
+		if lc != nil && !e.s.bugs.NoRenew {
+			lc.Renewed(sent, err)
 		}
-		if clock != nil {
+		if lc != nil {
 			if errors.Is(err, errLeaseNotFound) {
-				clock.End(fmt.Errorf("%w: lease of key %d", election.ErrSessionLost, c.key.leader.Token))
+				lc.End(fmt.Errorf("%w: lease of key %d", election.ErrSessionLost, c.key.leader.Token))
 			}
 		}
 	}
@@ -693,9 +693,9 @@ func (e *Elector) Close() error {
 	clocks := e.clocks
 	e.clocks = nil
 	e.mu.Unlock()
-	for _, clock := range clocks {
-		clock.End(election.ErrClosed) // a Term left valid by a bug
-		clock.Wait()
+	for _, lc := range clocks {
+		lc.End(election.ErrClosed) // a Term left valid by a bug
+		lc.Wait()
 	}
 	return nil
 }
