@@ -19,6 +19,7 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/lograte"
+	"github.com/electkit/election/internal/skeleton"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -43,8 +44,8 @@ type Elector struct {
 	log    *slog.Logger
 	ttlSec int64 // the lease TTL asked of etcd: o.TTL rounded up to seconds
 
-	sem     chan struct{} // one Campaign at a time
-	closing chan struct{}
+	gate    *skeleton.Gate  // one Campaign at a time; Close's signal
+	closing <-chan struct{} // gate.Closing()
 	bg      context.Context // canceled by Close
 	stopBg  context.CancelFunc
 	wg      sync.WaitGroup
@@ -55,9 +56,9 @@ type Elector struct {
 	mu      sync.Mutex
 	closed  bool
 	cand    *candidacy
-	pending []*candidacy           // ended, but their key or lease not yet released
-	clocks  []*election.LeaseClock // the clocks of Terms whose hooks may still run: Close waits for them
-	obs     *watch.Feed            // Observe: one watcher per Elector, started by the first stream
+	pending []*candidacy   // ended, but their key or lease not yet released
+	terms   skeleton.Terms // Terms whose hooks may still run: Close waits for them
+	obs     *watch.Feed    // Observe: one watcher per Elector, started by the first stream
 }
 
 // candidacy is one key under one lease, from Campaign until it is withdrawn.
@@ -111,10 +112,11 @@ func New(cli *clientv3.Client, name string, opts ...election.Option) (*Elector, 
 	}
 	bg, stop := context.WithCancel(context.Background())
 	name = strings.TrimSuffix(name, "/")
+	gate := skeleton.NewGate()
 	return &Elector{
 		cli: cli, name: name, prefix: name + "/", o: o, log: o.Logger,
 		ttlSec: int64(math.Ceil(o.TTL.Seconds())),
-		sem:    make(chan struct{}, 1), closing: make(chan struct{}), bg: bg, stopBg: stop, obs: watch.NewFeed(),
+		gate:   gate, closing: gate.Closing(), bg: bg, stopBg: stop, obs: watch.NewFeed(),
 	}, nil
 }
 
@@ -147,17 +149,10 @@ func (e *Elector) ID() string { return e.o.ID }
 // the key's create revision. If the candidate already leads, it returns the
 // current Term.
 func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
-	if err := ctx.Err(); err != nil {
+	if err := e.gate.Enter(ctx); err != nil {
 		return nil, err
 	}
-	select {
-	case e.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-e.closing:
-		return nil, election.ErrClosed
-	}
-	defer func() { <-e.sem }()
+	defer e.gate.Leave()
 
 	e.mu.Lock()
 	if e.closed {
@@ -508,7 +503,7 @@ func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, er
 		return nil, err
 	}
 	c.lc = lc
-	e.clocks = append(e.clocks, lc)
+	e.terms.Add(lc)
 	e.saw(c.leader.Token)
 	close(c.elected)
 	e.mu.Unlock()
@@ -606,27 +601,18 @@ func (e *Elector) keepAlive(c *candidacy) {
 	}
 }
 
-// forget waits for the hooks of c's Term, if it had one, and drops its
-// clock from the list Close waits on, so that an Elector that leads many
-// times does not keep every Term it ever had. c is no longer the current
-// candidacy, so its Term has ended (or confirm refused to start one).
+// forget drops c's Term, if it had one, from e.terms once its hooks are
+// done (skeleton.Terms.Forget). c is no longer the current candidacy, so
+// its Term has ended (or confirm refused to start one).
 func (e *Elector) forget(c *candidacy) {
 	e.mu.Lock()
 	lc := c.lc
 	e.mu.Unlock()
-	if lc == nil {
-		return
-	}
-	lc.Wait()
-	e.mu.Lock()
-	if i := slices.Index(e.clocks, lc); i >= 0 {
-		e.clocks = slices.Delete(e.clocks, i, i+1)
-	}
-	e.mu.Unlock()
+	e.terms.Forget(lc)
 }
 
 // lose records that c's lease or key is gone and ends its Term, if any. It
-// reads c.clock under the lock that confirm installs it under, so a Term
+// reads c.lc under the lock that confirm installs it under, so a Term
 // that confirm made while the failed renewal was in flight ends too;
 // confirm refuses to make one after this. It reports whether this call
 // was the first: only the first cause counts.
@@ -857,7 +843,7 @@ func (e *Elector) Close() error {
 		return nil
 	}
 	e.closed = true
-	close(e.closing)
+	e.gate.Close()
 	c := e.cand
 	e.cand = nil
 	if c != nil {
@@ -877,14 +863,7 @@ func (e *Elector) Close() error {
 	}
 	e.stopBg()
 	e.wg.Wait()
-	e.mu.Lock()
-	clocks := e.clocks
-	e.clocks = nil
-	e.mu.Unlock()
-	for _, lc := range clocks {
-		lc.End(election.ErrClosed)
-		lc.Wait()
-	}
+	e.terms.EndAll(election.ErrClosed)
 	return nil
 }
 

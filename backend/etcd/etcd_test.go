@@ -277,7 +277,7 @@ func TestGarbageKeysFailClosed(t *testing.T) {
 	if !errors.As(err, &mk) || mk.Key != junk || !errors.Is(err, etcd.ErrMalformedKey) || !errors.Is(err, election.ErrNoLeader) {
 		t.Fatalf("Leader() = %v, want a MalformedKeyError naming %s", err, junk)
 	}
-	if !strings.Contains(err.Error(), "value is not a candidate record") {
+	if !strings.Contains(err.Error(), "value: not a candidate record") {
 		t.Errorf("error does not say what is wrong: %v", err)
 	}
 	select {

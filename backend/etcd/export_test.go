@@ -5,7 +5,5 @@ func Reads(e *Elector) int64 { return e.reads.Load() }
 
 // Clocks returns how many Terms' clocks e still keeps for Close to wait on.
 func Clocks(e *Elector) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return len(e.clocks)
+	return e.terms.Len()
 }

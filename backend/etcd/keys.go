@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/record"
 )
 
 // Key layout. A candidate's key is the election's prefix followed by its
@@ -28,16 +28,6 @@ import (
 // version-1 record with a valid ID and a Value within
 // election.MaxValueSize. Every key under the prefix is checked whenever it
 // is read; see the package doc for what happens to keys that fail.
-
-const formatVersion = 1
-
-// record is the JSON value of a candidate's key.
-type record struct {
-	V        int    `json:"v"`
-	ID       string `json:"id"`
-	Priority int64  `json:"priority"`
-	Value    []byte `json:"value,omitempty"`
-}
 
 // newLeaseID draws the ID of a candidacy's lease. The client chooses it
 // (etcd takes any positive ID it does not hold yet), so that a grant whose
@@ -75,10 +65,7 @@ func keyName(prefix string, lease clientv3.LeaseID) string {
 	return fmt.Sprintf("%s%016x", prefix, uint64(lease))
 }
 
-func encodeRecord(o election.Options, value []byte) string {
-	b, _ := json.Marshal(record{V: formatVersion, ID: o.ID, Priority: o.Priority, Value: value}) // cannot fail: plain fields
-	return string(b)
-}
+func encodeRecord(o election.Options, value []byte) string { return string(record.Encode(o, value)) }
 
 // decodeKey checks kv against the key layout and returns the leader it
 // names (Token = the key's create revision), or an error saying what is
@@ -105,20 +92,12 @@ func decodeKey(prefix string, kv *mvccpb.KeyValue) (election.Leader, error) {
 	if kv.CreateRevision <= 0 {
 		return election.Leader{}, fmt.Errorf("create revision %d", kv.CreateRevision)
 	}
-	var r record
-	if err := json.Unmarshal(kv.Value, &r); err != nil {
-		return election.Leader{}, fmt.Errorf("value is not a candidate record: %v", err)
+	l, err := record.Decode(kv.Value)
+	if err != nil {
+		return election.Leader{}, fmt.Errorf("value: %w", err)
 	}
-	if r.V != formatVersion {
-		return election.Leader{}, fmt.Errorf("record version %d, want %d", r.V, formatVersion)
-	}
-	if err := election.ValidateID(r.ID); err != nil {
-		return election.Leader{}, fmt.Errorf("record: %v", err)
-	}
-	if len(r.Value) > election.MaxValueSize {
-		return election.Leader{}, fmt.Errorf("record value of %d bytes exceeds %d", len(r.Value), election.MaxValueSize)
-	}
-	return election.Leader{ID: r.ID, Value: r.Value, Priority: r.Priority, Token: uint64(kv.CreateRevision)}, nil
+	l.Token = uint64(kv.CreateRevision)
+	return l, nil
 }
 
 // MalformedKeyError reports a key under the election's prefix that is not a

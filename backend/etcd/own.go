@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -11,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/record"
 )
 
 // A candidacy's own key is watched for as long as the candidacy lasts, so
@@ -138,8 +138,7 @@ func (e *Elector) checkOwn(c *candidacy, kv *mvccpb.KeyValue) error {
 	case kv.Lease != int64(c.lease):
 		what = fmt.Sprintf("was put again by another client under lease %016x (revision %d): it no longer goes with the candidate's lease", uint64(kv.Lease), kv.ModRevision)
 	default:
-		var r record
-		if err := json.Unmarshal(kv.Value, &r); err != nil || r.ID != e.o.ID {
+		if record.ID(kv.Value) != e.o.ID {
 			what = fmt.Sprintf("was overwritten by another client at revision %d with a record that is not this candidate's", kv.ModRevision)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/classic"
+	"github.com/electkit/election/internal/skeleton"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -142,13 +143,14 @@ func (c *Cluster) Join(opts ...election.Option) (*Elector, error) {
 		}
 	}
 	c.nextNum++
+	gate := skeleton.NewGate()
 	e := &Elector{
 		c:       c,
 		num:     c.nextNum,
 		o:       o,
 		board:   watch.NewBoard(),
-		sem:     make(chan struct{}, 1),
-		closing: make(chan struct{}),
+		gate:    gate,
+		closing: gate.Closing(),
 	}
 	c.members = append(c.members, e)
 	c.startRunnerLocked(e)

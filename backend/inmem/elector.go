@@ -9,6 +9,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/classic"
+	"github.com/electkit/election/internal/skeleton"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -18,9 +19,9 @@ type Elector struct {
 	c       *Cluster
 	num     int // member number: join order, never reused
 	o       election.Options
-	board   *watch.Board  // the leader this member believes in
-	sem     chan struct{} // one Campaign at a time
-	closing chan struct{} // closed by Close
+	board   *watch.Board    // the leader this member believes in
+	gate    *skeleton.Gate  // one Campaign at a time; Close's signal
+	closing <-chan struct{} // gate.Closing()
 	wg      sync.WaitGroup
 
 	// Guarded by c.mu.
@@ -89,17 +90,10 @@ func (e *Elector) downErr() error {
 // ctx.Err() returned. While the member is crashed it fails with
 // election.ErrSessionLost.
 func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
-	if err := ctx.Err(); err != nil {
+	if err := e.gate.Enter(ctx); err != nil {
 		return nil, err
 	}
-	select {
-	case e.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-e.closing:
-		return nil, election.ErrClosed
-	}
-	defer func() { <-e.sem }()
+	defer e.gate.Leave()
 
 	c := e.c
 	c.mu.Lock()
@@ -254,7 +248,7 @@ func (e *Elector) Close() error {
 		return nil
 	}
 	e.closed = true
-	close(e.closing)
+	e.gate.Close()
 	cd := e.cand
 	e.cand = nil
 	r := e.runner

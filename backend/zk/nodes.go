@@ -3,7 +3,6 @@ package zk
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/record"
 )
 
 // Node layout. A candidate's node is a protected ephemeral-sequential child
@@ -36,24 +36,12 @@ import (
 // order there is no leader, and Leader says which node blocks the election.
 
 const (
-	formatVersion = 1
-	guidPrefix    = "_c_"
-	candInfix     = "-cand-"
-	seqDigits     = 10
+	guidPrefix = "_c_"
+	candInfix  = "-cand-"
+	seqDigits  = 10
 )
 
-// record is the data of a candidate's node.
-type record struct {
-	V        int    `json:"v"`
-	ID       string `json:"id"`
-	Priority int64  `json:"priority"`
-	Value    []byte `json:"value,omitempty"`
-}
-
-func encodeRecord(o election.Options, value []byte) []byte {
-	b, _ := json.Marshal(record{V: formatVersion, ID: o.ID, Priority: o.Priority, Value: value}) // cannot fail: plain fields
-	return b
-}
+func encodeRecord(o election.Options, value []byte) []byte { return record.Encode(o, value) }
 
 // newGUID returns 32 random hex digits.
 func newGUID() (string, error) {
@@ -132,20 +120,12 @@ func decodeNode(name string, data []byte, st *gozk.Stat) (election.Leader, error
 	if st.Czxid <= 0 {
 		return election.Leader{}, fmt.Errorf("creation zxid %d", st.Czxid)
 	}
-	var r record
-	if err := json.Unmarshal(data, &r); err != nil {
-		return election.Leader{}, fmt.Errorf("data is not a candidate record: %v", err)
+	l, err := record.Decode(data)
+	if err != nil {
+		return election.Leader{}, fmt.Errorf("data: %w", err)
 	}
-	if r.V != formatVersion {
-		return election.Leader{}, fmt.Errorf("record version %d, want %d", r.V, formatVersion)
-	}
-	if err := election.ValidateID(r.ID); err != nil {
-		return election.Leader{}, fmt.Errorf("record: %v", err)
-	}
-	if len(r.Value) > election.MaxValueSize {
-		return election.Leader{}, fmt.Errorf("record value of %d bytes exceeds %d", len(r.Value), election.MaxValueSize)
-	}
-	return election.Leader{ID: r.ID, Value: r.Value, Priority: r.Priority, Token: uint64(st.Czxid)}, nil
+	l.Token = uint64(st.Czxid)
+	return l, nil
 }
 
 // ErrMalformedNode: a child of the election path that takes part in the

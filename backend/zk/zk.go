@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/lograte"
+	"github.com/electkit/election/internal/skeleton"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -122,8 +122,8 @@ type Elector struct {
 	kick     chan struct{} // Dial's session events wake the leader's watch at once
 	blip     *atomic.Bool  // Dial's session events: the connection was lost since the leader last looked
 
-	sem     chan struct{} // one Campaign at a time
-	closing chan struct{}
+	gate    *skeleton.Gate  // one Campaign at a time; Close's signal
+	closing <-chan struct{} // gate.Closing()
 	bg      context.Context // canceled by Close
 	stopBg  context.CancelFunc
 	wg      sync.WaitGroup  // goroutines Close waits for
@@ -142,8 +142,8 @@ type Elector struct {
 	// (ctx, Close, a lost connection): their node may exist, owned by this
 	// session, until found and deleted.
 	abandoned map[string]bool
-	clocks    []*election.LeaseClock // every Term's clock: Close waits for their hooks
-	obs       *watch.Feed            // Observe: one watcher per Elector, started by the first stream
+	terms     skeleton.Terms // Terms whose hooks may still run: Close waits for them
+	obs       *watch.Feed    // Observe: one watcher per Elector, started by the first stream
 }
 
 // candidacy is one node, from Campaign until it is withdrawn.
@@ -194,9 +194,10 @@ func NewConfig(conn *gozk.Conn, path string, cfg Config, opts ...election.Option
 		return nil, err
 	}
 	bg, stop := context.WithCancel(context.Background())
+	gate := skeleton.NewGate()
 	return &Elector{
 		conn: conn, path: path, o: o, cfg: cfg, log: o.Logger,
-		sem: make(chan struct{}, 1), closing: make(chan struct{}), bg: bg, stopBg: stop, obs: watch.NewFeed(),
+		gate: gate, closing: gate.Closing(), bg: bg, stopBg: stop, obs: watch.NewFeed(),
 	}, nil
 }
 
@@ -260,17 +261,10 @@ func (e *Elector) ioStart() bool {
 // node vanishes while waiting (its session expired, someone deleted it, the
 // path was deleted), Campaign makes a new one and waits on.
 func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
-	if err := ctx.Err(); err != nil {
+	if err := e.gate.Enter(ctx); err != nil {
 		return nil, err
 	}
-	select {
-	case e.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-e.closing:
-		return nil, election.ErrClosed
-	}
-	defer func() { <-e.sem }()
+	defer e.gate.Leave()
 
 	e.mu.Lock()
 	if e.closed {
@@ -848,7 +842,7 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 		return nil, err
 	}
 	c.lc = lc
-	e.clocks = append(e.clocks, lc)
+	e.terms.Add(lc)
 	e.wg.Add(1)
 	go e.lead(c, lc, sent)
 	e.mu.Unlock()
@@ -949,18 +943,12 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 	}
 }
 
-// forget waits for the hooks of an ended Term and drops its clock from the
-// list Close waits on, so that an Elector that leads many times does not
-// keep every Term it ever had. lead returns only once the Term has ended
-// or its candidacy was withdrawn (which ends it).
+// forget drops a Term from e.terms once its hooks are done
+// (skeleton.Terms.Forget). lead returns only once the Term has ended or
+// its candidacy was withdrawn (which ends it).
 func (e *Elector) forget(lc *election.LeaseClock) {
 	lc.End(election.ErrResigned) // no-op for a Term that has ended
-	lc.Wait()
-	e.mu.Lock()
-	if i := slices.Index(e.clocks, lc); i >= 0 {
-		e.clocks = slices.Delete(e.clocks, i, i+1)
-	}
-	e.mu.Unlock()
+	e.terms.Forget(lc)
 }
 
 // watchOwn sets a watch on c's own node, so that its deletion ends the
@@ -1164,7 +1152,7 @@ func (e *Elector) Close() error {
 		return nil
 	}
 	e.closed = true
-	close(e.closing)
+	e.gate.Close()
 	c := e.cand
 	e.cand = nil
 	if c != nil {
@@ -1177,7 +1165,7 @@ func (e *Elector) Close() error {
 	// A running Campaign sees closing at once and returns, after deleting
 	// any node it made meanwhile; wait for it, so that no node outlives
 	// Close.
-	e.sem <- struct{}{}
+	e.gate.Drain()
 	if e.conn.State() != gozk.StateDisconnected || e.ownsConn {
 		ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
 		e.dropAbandoned(ctx)
@@ -1186,14 +1174,7 @@ func (e *Elector) Close() error {
 	}
 	e.stopBg()
 	e.wg.Wait()
-	e.mu.Lock()
-	clocks := e.clocks
-	e.clocks = nil
-	e.mu.Unlock()
-	for _, lc := range clocks {
-		lc.End(election.ErrClosed)
-		lc.Wait()
-	}
+	e.terms.EndAll(election.ErrClosed)
 	if e.ownsConn {
 		e.conn.Close()
 	}

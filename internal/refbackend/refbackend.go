@@ -13,12 +13,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/skeleton"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -202,8 +202,8 @@ func (s *Store) isHead(k *key) bool {
 type Elector struct {
 	s       *Store
 	o       election.Options
-	sem     chan struct{} // one Campaign at a time
-	closing chan struct{}
+	gate    *skeleton.Gate  // one Campaign at a time; Close's signal
+	closing <-chan struct{} // gate.Closing()
 	cutCh   chan struct{}
 	wg      sync.WaitGroup
 
@@ -212,7 +212,7 @@ type Elector struct {
 	cut    bool
 	silent chan struct{} // non-nil while the store does not answer; closed by heal
 	cand   *candidacy
-	clocks []*election.LeaseClock // every Term's clock: Close waits for their hooks
+	terms  skeleton.Terms // Terms whose hooks may still run: Close waits for them
 }
 
 // candidacy is one key under one lease, from Campaign to its end.
@@ -232,7 +232,8 @@ func (s *Store) NewElector(opts ...election.Option) (*Elector, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Elector{s: s, o: o, sem: make(chan struct{}, 1), closing: make(chan struct{}), cutCh: make(chan struct{})}, nil
+	gate := skeleton.NewGate()
+	return &Elector{s: s, o: o, gate: gate, closing: gate.Closing(), cutCh: make(chan struct{})}, nil
 }
 
 // Crash cuts the Elector off from the store for good, as if its process
@@ -315,17 +316,10 @@ func (e *Elector) connErr() error {
 
 // Campaign implements election.Elector.
 func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
-	if err := ctx.Err(); err != nil {
+	if err := e.gate.Enter(ctx); err != nil {
 		return nil, err
 	}
-	select {
-	case e.sem <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-e.closing:
-		return nil, election.ErrClosed
-	}
-	defer func() { <-e.sem }()
+	defer e.gate.Leave()
 
 	e.mu.Lock()
 	if c := e.cand; c != nil && c.lc != nil && c.lc.Term().Err() == nil && !e.closed {
@@ -403,7 +397,7 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 		return nil, election.ErrResigned
 	}
 	c.lc = lc
-	e.clocks = append(e.clocks, lc)
+	e.terms.Add(lc)
 	close(c.elected)
 	e.mu.Unlock()
 	if err := term.Err(); err != nil {
@@ -413,23 +407,14 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	return term, nil
 }
 
-// forget drops the clock of c's ended Term from the list Close waits on,
-// once its hooks are done, so that an Elector that leads many times does
-// not keep every Term it ever had. A Term still valid (left so by a bug)
-// stays for Close to end.
+// forget drops c's ended Term from e.terms once its hooks are done
+// (skeleton.Terms.Forget; a Term still valid, left so by a bug, stays for
+// Close to end).
 func (e *Elector) forget(c *candidacy) {
 	e.mu.Lock()
 	lc := c.lc
 	e.mu.Unlock()
-	if lc == nil || lc.Term().Err() == nil {
-		return
-	}
-	lc.Wait()
-	e.mu.Lock()
-	if i := slices.Index(e.clocks, lc); i >= 0 {
-		e.clocks = slices.Delete(e.clocks, i, i+1)
-	}
-	e.mu.Unlock()
+	e.terms.Forget(lc)
 }
 
 func (e *Elector) isClosed() bool {
@@ -681,7 +666,7 @@ func (e *Elector) Close() error {
 		return nil
 	}
 	e.closed = true
-	close(e.closing)
+	e.gate.Close()
 	c := e.cand
 	e.cand = nil
 	e.mu.Unlock()
@@ -689,13 +674,6 @@ func (e *Elector) Close() error {
 		e.end(c, election.ErrClosed)
 	}
 	e.wg.Wait()
-	e.mu.Lock()
-	clocks := e.clocks
-	e.clocks = nil
-	e.mu.Unlock()
-	for _, lc := range clocks {
-		lc.End(election.ErrClosed) // a Term left valid by a bug
-		lc.Wait()
-	}
+	e.terms.EndAll(election.ErrClosed)
 	return nil
 }

@@ -1,0 +1,58 @@
+// Package record is the candidate record both stores keep in a
+// candidate's key (etcd) or node (ZooKeeper): a JSON object
+// {"v":1,"id":…,"priority":…,"value":…} naming the candidate. The
+// backends of this module import it; the layout is part of the stores'
+// documented key format, so a change is a new Version.
+package record
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/electkit/election"
+)
+
+// Version is the record format written, and the only one read.
+const Version = 1
+
+type record struct {
+	V        int    `json:"v"`
+	ID       string `json:"id"`
+	Priority int64  `json:"priority"`
+	Value    []byte `json:"value,omitempty"`
+}
+
+// Encode returns the record of the candidate o with value.
+func Encode(o election.Options, value []byte) []byte {
+	b, _ := json.Marshal(record{V: Version, ID: o.ID, Priority: o.Priority, Value: value}) // cannot fail: plain fields
+	return b
+}
+
+// Decode checks data and returns the leader it names (ID, Value,
+// Priority; no Token: that comes from the store), or what is wrong with
+// it, in words a MalformedKeyError or MalformedNodeError can carry.
+func Decode(data []byte) (election.Leader, error) {
+	var r record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return election.Leader{}, fmt.Errorf("not a candidate record: %v", err)
+	}
+	if r.V != Version {
+		return election.Leader{}, fmt.Errorf("record version %d, want %d", r.V, Version)
+	}
+	if err := election.ValidateID(r.ID); err != nil {
+		return election.Leader{}, fmt.Errorf("record: %v", err)
+	}
+	if len(r.Value) > election.MaxValueSize {
+		return election.Leader{}, fmt.Errorf("record value of %d bytes exceeds %d", len(r.Value), election.MaxValueSize)
+	}
+	return election.Leader{ID: r.ID, Value: r.Value, Priority: r.Priority}, nil
+}
+
+// ID returns the candidate ID data names, or "" if data is not a record.
+func ID(data []byte) string {
+	var r record
+	if json.Unmarshal(data, &r) != nil {
+		return ""
+	}
+	return r.ID
+}

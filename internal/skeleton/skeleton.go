@@ -1,0 +1,117 @@
+// Package skeleton holds the pieces every Elector of this module is built
+// from, so that each exists once: the Campaign gate (one Campaign at a
+// time, and Close's signal) and the set of Terms whose hooks may still run.
+// Backends of this module import it (backend/etcd, backend/zk,
+// backend/inmem, internal/refbackend); it is shipped code, not a test rig.
+package skeleton
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/electkit/election"
+)
+
+// Gate lets one Campaign run at a time and carries Close's signal. The
+// zero Gate is not usable; make one with NewGate.
+type Gate struct {
+	sem     chan struct{}
+	closing chan struct{}
+	once    sync.Once
+}
+
+// NewGate returns an open Gate.
+func NewGate() *Gate {
+	return &Gate{sem: make(chan struct{}, 1), closing: make(chan struct{})}
+}
+
+// Enter waits for the Campaign before this one to leave. It returns
+// ctx.Err() if ctx ends first (or has ended), and election.ErrClosed once
+// Close has begun. On nil, the caller must Leave.
+func (g *Gate) Enter(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case g.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.closing:
+		return election.ErrClosed
+	}
+}
+
+// Leave lets the next Campaign in.
+func (g *Gate) Leave() { <-g.sem }
+
+// Close signals Close: Closing is closed and Enter refuses from now on. It
+// reports whether this call was the first.
+func (g *Gate) Close() bool {
+	first := false
+	g.once.Do(func() {
+		close(g.closing)
+		first = true
+	})
+	return first
+}
+
+// Closing is closed once Close has begun.
+func (g *Gate) Closing() <-chan struct{} { return g.closing }
+
+// Drain waits for the Campaign running when Close began, if any, to leave,
+// and keeps the gate shut for good. Call it after Close, once.
+func (g *Gate) Drain() { g.sem <- struct{}{} }
+
+// Terms is the set of an Elector's Terms whose hooks may still run (their
+// lease clocks). A Term is added when it begins and forgotten once it has
+// ended and its hooks are done, so an Elector that leads many times does
+// not keep every Term it ever had; Close ends the rest and waits for their
+// hooks. The zero Terms is empty and ready.
+type Terms struct {
+	mu  sync.Mutex
+	lcs []*election.LeaseClock
+}
+
+// Add adds lc.
+func (ts *Terms) Add(lc *election.LeaseClock) {
+	ts.mu.Lock()
+	ts.lcs = append(ts.lcs, lc)
+	ts.mu.Unlock()
+}
+
+// Forget waits for the hooks of lc's Term and drops lc. A nil lc, or one
+// whose Term is still valid (left so by a bug), is left alone: Close ends
+// it.
+func (ts *Terms) Forget(lc *election.LeaseClock) {
+	if lc == nil || lc.Term().Err() == nil {
+		return
+	}
+	lc.Wait()
+	ts.mu.Lock()
+	if i := slices.Index(ts.lcs, lc); i >= 0 {
+		ts.lcs = slices.Delete(ts.lcs, i, i+1)
+	}
+	ts.mu.Unlock()
+}
+
+// Len is the number of Terms held.
+func (ts *Terms) Len() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return len(ts.lcs)
+}
+
+// EndAll ends every Term held with cause (a Term already ended keeps its
+// cause) and waits for their hooks.
+func (ts *Terms) EndAll(cause error) {
+	ts.mu.Lock()
+	lcs := ts.lcs
+	ts.lcs = nil
+	ts.mu.Unlock()
+	for _, lc := range lcs {
+		lc.End(cause)
+		lc.Wait()
+	}
+}

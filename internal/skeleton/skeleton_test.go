@@ -1,0 +1,97 @@
+package skeleton
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/electkit/election"
+)
+
+func TestGate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := NewGate()
+		ctx := context.Background()
+		if err := g.Enter(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// A second Campaign waits for the first, or for its ctx.
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if err := g.Enter(short); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Enter while another is in = %v, want DeadlineExceeded", err)
+		}
+		entered := make(chan error, 1)
+		go func() { entered <- g.Enter(ctx) }()
+		synctest.Wait()
+		select {
+		case err := <-entered:
+			t.Fatalf("Enter returned %v before the first left", err)
+		default:
+		}
+		g.Leave()
+		if err := <-entered; err != nil {
+			t.Fatal(err)
+		}
+		// Close wakes a waiter with ErrClosed, refuses new ones, and Drain
+		// waits for the one inside.
+		waiting := make(chan error, 1)
+		go func() { waiting <- g.Enter(ctx) }()
+		synctest.Wait()
+		if !g.Close() || g.Close() {
+			t.Error("Close should report true once, then false")
+		}
+		if err := <-waiting; !errors.Is(err, election.ErrClosed) {
+			t.Errorf("Enter waiting at Close = %v, want ErrClosed", err)
+		}
+		if err := g.Enter(ctx); !errors.Is(err, election.ErrClosed) {
+			t.Errorf("Enter after Close = %v, want ErrClosed", err)
+		}
+		drained := make(chan struct{})
+		go func() { g.Drain(); close(drained) }()
+		synctest.Wait()
+		select {
+		case <-drained:
+			t.Fatal("Drain returned while a Campaign was inside")
+		default:
+		}
+		g.Leave()
+		<-drained
+	})
+}
+
+func TestTerms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		o, err := election.NewOptions(election.WithID("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ts Terms
+		t1, lc1 := election.NewTerm(o, election.Leader{ID: "a", Token: 1}, time.Now())
+		t2, lc2 := election.NewTerm(o, election.Leader{ID: "a", Token: 2}, time.Now())
+		ts.Add(lc1)
+		ts.Add(lc2)
+		ts.Forget(lc1) // still valid: kept for Close
+		ts.Forget(nil)
+		if n := ts.Len(); n != 2 {
+			t.Fatalf("Len after forgetting a valid Term = %d, want 2", n)
+		}
+		lc1.End(election.ErrResigned)
+		ts.Forget(lc1)
+		if n := ts.Len(); n != 1 {
+			t.Fatalf("Len after forgetting an ended Term = %d, want 1", n)
+		}
+		ts.EndAll(election.ErrClosed)
+		if ts.Len() != 0 {
+			t.Error("EndAll left Terms held")
+		}
+		if !errors.Is(t2.Err(), election.ErrClosed) {
+			t.Errorf("a Term ended by EndAll: %v, want ErrClosed", t2.Err())
+		}
+		if !errors.Is(t1.Err(), election.ErrResigned) {
+			t.Errorf("an ended Term's cause changed to %v", t1.Err())
+		}
+	})
+}
