@@ -45,6 +45,18 @@ func (w *world) awaitWon(ch <-chan won, d time.Duration, what string) won {
 	}
 }
 
+// sentinel reports whether err, a Term's end, is one of package election's
+// errors through errors.Is: what a caller switches on.
+func sentinel(err error) bool {
+	for _, s := range []error{election.ErrResigned, election.ErrClosed, election.ErrLeaseExpired,
+		election.ErrSessionLost, election.ErrUnhealthy, election.ErrPreempted} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // OneLeader: five candidates campaign at once; one leads, and every other
 // one leads only after its predecessor resigned; every candidate gets its
 // turn; Leader and Observe name the one that leads.
@@ -112,6 +124,162 @@ func testResignHandsOver(w *world) {
 	}
 	if err := ta.Err(); !errors.Is(err, election.ErrResigned) {
 		w.t.Errorf("old Term revived or changed: Err %v", err)
+	}
+}
+
+// ResignHandsOverPromptly: after Resign returns, the waiting candidate leads
+// within Handover (P6), not after a TTL: the resigned key is deleted, not
+// left to expire.
+func testResignHandsOverPromptly(w *world) {
+	a, b := w.candidate(), w.candidate()
+	ta := w.lead(a)
+	rb := w.campaignAsync(w.ctx, b)
+	w.settle()
+	w.resign(a, ta)
+	resigned := time.Now()
+	r := w.await(rb, w.h.Failover+w.h.Patience, "Campaign of the waiting candidate after Resign")
+	if r.err != nil {
+		w.t.Fatalf("waiting candidate: %v", r.err)
+	}
+	if d := time.Since(resigned); d >= w.h.Handover {
+		w.t.Errorf("handover took %v after Resign returned, want under %v (P6: one store round trip, not a TTL)", d, w.h.Handover)
+	}
+	// Close hands over as promptly.
+	rc := w.campaignAsync(w.ctx, a)
+	w.settle()
+	if err := w.close(b); err != nil {
+		w.t.Errorf("Close: %v", err)
+	}
+	closed := time.Now()
+	r = w.await(rc, w.h.Failover+w.h.Patience, "Campaign of the waiting candidate after Close")
+	if r.err != nil {
+		w.t.Fatalf("waiting candidate: %v", r.err)
+	}
+	if d := time.Since(closed); d >= w.h.Handover {
+		w.t.Errorf("handover took %v after Close returned, want under %v", d, w.h.Handover)
+	}
+}
+
+// ResignWhileWaiting: Resign of a waiting candidate withdraws it: its
+// Campaign returns an error wrapping ErrResigned and it never leads.
+func testResignWhileWaiting(w *world) {
+	a, b, c := w.candidate(), w.candidate(), w.candidate()
+	ta := w.lead(a)
+	rb := w.campaignAsync(w.ctx, b)
+	w.settle()
+	// Outside a bubble the Campaign may not have begun when Resign runs
+	// (then Resign is a no-op): resign again until the Campaign reports.
+	var r result
+	retry := w.h.Handover
+	if w.h.Bubble {
+		retry = w.h.Patience // settled: one Resign is enough
+	}
+	deadline := time.After(w.h.Patience)
+	for got := false; !got; {
+		if err := b.Resign(w.ctx); err != nil {
+			w.t.Errorf("Resign of a waiting candidate: %v", err)
+		}
+		select {
+		case r = <-rb:
+			got = true
+		case <-time.After(retry):
+		case <-deadline:
+			w.t.Fatalf("Campaign of a candidate that resigned while waiting: no result within %v", w.h.Patience)
+		}
+	}
+	if !errors.Is(r.err, election.ErrResigned) {
+		w.t.Errorf("Campaign after Resign while waiting = %v, %v; want ErrResigned", r.term, r.err)
+	}
+	rc := w.campaignAsync(w.ctx, c)
+	w.settle()
+	w.resign(a, ta)
+	r = w.await(rc, w.h.Failover+w.h.Patience, "Campaign behind the withdrawn candidate")
+	if r.err != nil {
+		w.t.Fatalf("candidate behind the withdrawn one: %v", r.err)
+	}
+	if id := r.term.Leader().ID; id != "c3" {
+		w.t.Errorf("leader %s, want c3", id)
+	}
+}
+
+// CampaignWhileLeading: Campaign by the leader returns its current Term.
+func testCampaignWhileLeading(w *world) {
+	a := w.candidate()
+	ta := w.lead(a)
+	t2, err := w.campaign(w.ctx, a)
+	if err != nil || t2 != ta {
+		w.t.Errorf("Campaign while leading = %v, %v; want the current Term %v", t2, err, ta)
+	}
+	w.checkValid(ta)
+}
+
+// LeaderStaysLeader: renewals keep a healthy leader's Term valid for many
+// TTLs; each renewal moves the deadline forward and reaches the
+// after-renewal hook (P7).
+func testLeaderStaysLeader(w *world) {
+	var (
+		mu   sync.Mutex
+		seen []election.Renewal
+	)
+	a := w.candidate(election.WithAfterRenew(func(r election.Renewal) {
+		mu.Lock()
+		seen = append(seen, r)
+		mu.Unlock()
+	}))
+	ta := w.lead(a)
+	first := ta.Deadline()
+	hold := 2 * w.h.Failover
+	select {
+	case <-ta.Done():
+		w.t.Fatalf("a healthy leader's Term ended after %v: %v", hold, ta.Err())
+	case <-time.After(hold):
+	}
+	w.checkValid(ta)
+	if !ta.Deadline().After(first) {
+		w.t.Errorf("Deadline did not move in %v of renewals: %v", hold, ta.Deadline())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	ok := 0
+	var last time.Time
+	for _, r := range seen {
+		if r.Err != nil {
+			continue
+		}
+		ok++
+		if r.Leader.Token != ta.Token() {
+			w.t.Errorf("Renewal for token %d, want %d", r.Leader.Token, ta.Token())
+		}
+		if r.Deadline.Before(last) {
+			w.t.Errorf("Renewal deadlines went backwards: %v after %v", r.Deadline, last)
+		}
+		last = r.Deadline
+	}
+	if ok < 2 {
+		w.t.Errorf("after-renewal hook saw %d successful renewals in %v, want at least 2", ok, hold)
+	}
+}
+
+// UnhealthyHook: a before-renewal hook that fails makes the leader step
+// down with ErrUnhealthy, and a waiting candidate takes over.
+func testUnhealthyHook(w *world) {
+	var sick atomic.Bool
+	a := w.candidate(election.WithBeforeRenew(func(context.Context, *election.Term) error {
+		if sick.Load() {
+			return errors.New("disk full")
+		}
+		return nil
+	}))
+	b := w.candidate()
+	ta := w.lead(a)
+	rb := w.campaignAsync(w.ctx, b)
+	w.settle()
+	sick.Store(true)
+	w.waitDone(ta, w.h.Failover, "leader whose health check fails")
+	w.checkEnded(ta, election.ErrUnhealthy)
+	r := w.await(rb, w.h.Failover+w.h.Patience, "Campaign of the waiting candidate after the leader stepped down")
+	if r.err != nil {
+		w.t.Fatalf("waiting candidate: %v", r.err)
 	}
 }
 
@@ -407,13 +575,6 @@ func testTermExitPaths(w *world) {
 	}
 }
 
-// event is one callback of Run, as the suite records it.
-type event struct {
-	who   string
-	kind  string // "elected", "elected-returned", "demoted"
-	token uint64
-}
-
 // RunCallbacks: candidates under Run hand over (their Run's ctx ends) and
 // crash; each Run's callbacks pair up (P5): elected, elected-returned,
 // demoted, with the same token, in token order, never overlapping.
@@ -519,262 +680,6 @@ func testRunCallbacks(w *world) {
 	mu.Lock()
 	defer mu.Unlock()
 	w.checkCallbacks(events)
-}
-
-// checked is an Elector whose Campaign goes through the world's checks, so
-// that Terms won under Run are judged like every other.
-type checked struct {
-	election.Elector
-	w *world
-}
-
-func (c checked) Campaign(ctx context.Context) (*election.Term, error) {
-	return c.w.campaign(ctx, c.Elector)
-}
-
-// checkCallbacks checks P5 on a log of Run callbacks.
-func (w *world) checkCallbacks(events []event) {
-	w.t.Helper()
-	type state struct {
-		open     bool
-		returned bool
-		token    uint64
-	}
-	st := map[string]*state{}
-	var lastElected uint64
-	for i, ev := range events {
-		s := st[ev.who]
-		if s == nil {
-			s = &state{}
-			st[ev.who] = s
-		}
-		switch ev.kind {
-		case "elected":
-			if s.open {
-				w.t.Errorf("event %d: %s OnElected(%d) while its term %d is open", i, ev.who, ev.token, s.token)
-			}
-			if ev.token <= lastElected {
-				w.t.Errorf("event %d: OnElected token %d not above the previous %d", i, ev.token, lastElected)
-			}
-			lastElected = ev.token
-			*s = state{open: true, token: ev.token}
-		case "elected-returned":
-			if !s.open || s.token != ev.token {
-				w.t.Errorf("event %d: %s OnElected(%d) returned outside its term", i, ev.who, ev.token)
-			}
-			s.returned = true
-		case "demoted":
-			if !s.open || s.token != ev.token {
-				w.t.Errorf("event %d: %s OnDemoted(%d) without a matching OnElected", i, ev.who, ev.token)
-			}
-			if !s.returned {
-				w.t.Errorf("event %d: %s OnDemoted(%d) before OnElected returned", i, ev.who, ev.token)
-			}
-			s.open = false
-		}
-	}
-	for who, s := range st {
-		if s.open {
-			w.t.Errorf("%s: OnElected(%d) never got its OnDemoted", who, s.token)
-		}
-	}
-	if lastElected == 0 {
-		w.t.Errorf("no OnElected at all")
-	}
-}
-
-// NoGoroutineLeft: after Close, nothing the candidates started is still
-// running, whatever they were doing (leading, waiting, observing).
-func testNoGoroutineLeft(w *world) {
-	a, b, c := w.candidate(), w.candidate(), w.candidate()
-	ctx := w.ctx
-	w.observe(ctx, a)
-	w.observe(ctx, c)
-	ta := w.lead(a)
-	rb := w.campaignAsync(ctx, b)
-	rc := w.campaignAsync(ctx, c)
-	w.settle()
-	for _, e := range []election.Elector{c, b, a} { // waiters first: no handover
-		if err := w.close(e); err != nil {
-			w.t.Errorf("Close: %v", err)
-		}
-	}
-	w.checkEnded(ta, election.ErrClosed)
-	for _, ch := range []<-chan result{rb, rc} {
-		if r := w.await(ch, w.h.Patience, "Campaign of a closed candidate"); !errors.Is(r.err, election.ErrClosed) {
-			w.t.Errorf("Campaign of a closed candidate = %v, %v; want ErrClosed", r.term, r.err)
-		}
-	}
-	// The check itself runs after every cleanup (see checkLeaks), so that
-	// what the harness releases with t.Cleanup is gone too.
-}
-
-// ResignHandsOverPromptly: after Resign returns, the waiting candidate leads
-// within Handover (P6), not after a TTL: the resigned key is deleted, not
-// left to expire.
-func testResignHandsOverPromptly(w *world) {
-	a, b := w.candidate(), w.candidate()
-	ta := w.lead(a)
-	rb := w.campaignAsync(w.ctx, b)
-	w.settle()
-	w.resign(a, ta)
-	resigned := time.Now()
-	r := w.await(rb, w.h.Failover+w.h.Patience, "Campaign of the waiting candidate after Resign")
-	if r.err != nil {
-		w.t.Fatalf("waiting candidate: %v", r.err)
-	}
-	if d := time.Since(resigned); d >= w.h.Handover {
-		w.t.Errorf("handover took %v after Resign returned, want under %v (P6: one store round trip, not a TTL)", d, w.h.Handover)
-	}
-	// Close hands over as promptly.
-	rc := w.campaignAsync(w.ctx, a)
-	w.settle()
-	if err := w.close(b); err != nil {
-		w.t.Errorf("Close: %v", err)
-	}
-	closed := time.Now()
-	r = w.await(rc, w.h.Failover+w.h.Patience, "Campaign of the waiting candidate after Close")
-	if r.err != nil {
-		w.t.Fatalf("waiting candidate: %v", r.err)
-	}
-	if d := time.Since(closed); d >= w.h.Handover {
-		w.t.Errorf("handover took %v after Close returned, want under %v", d, w.h.Handover)
-	}
-}
-
-// ResignWhileWaiting: Resign of a waiting candidate withdraws it: its
-// Campaign returns an error wrapping ErrResigned and it never leads.
-func testResignWhileWaiting(w *world) {
-	a, b, c := w.candidate(), w.candidate(), w.candidate()
-	ta := w.lead(a)
-	rb := w.campaignAsync(w.ctx, b)
-	w.settle()
-	// Outside a bubble the Campaign may not have begun when Resign runs
-	// (then Resign is a no-op): resign again until the Campaign reports.
-	var r result
-	retry := w.h.Handover
-	if w.h.Bubble {
-		retry = w.h.Patience // settled: one Resign is enough
-	}
-	deadline := time.After(w.h.Patience)
-	for got := false; !got; {
-		if err := b.Resign(w.ctx); err != nil {
-			w.t.Errorf("Resign of a waiting candidate: %v", err)
-		}
-		select {
-		case r = <-rb:
-			got = true
-		case <-time.After(retry):
-		case <-deadline:
-			w.t.Fatalf("Campaign of a candidate that resigned while waiting: no result within %v", w.h.Patience)
-		}
-	}
-	if !errors.Is(r.err, election.ErrResigned) {
-		w.t.Errorf("Campaign after Resign while waiting = %v, %v; want ErrResigned", r.term, r.err)
-	}
-	rc := w.campaignAsync(w.ctx, c)
-	w.settle()
-	w.resign(a, ta)
-	r = w.await(rc, w.h.Failover+w.h.Patience, "Campaign behind the withdrawn candidate")
-	if r.err != nil {
-		w.t.Fatalf("candidate behind the withdrawn one: %v", r.err)
-	}
-	if id := r.term.Leader().ID; id != "c3" {
-		w.t.Errorf("leader %s, want c3", id)
-	}
-}
-
-// CampaignWhileLeading: Campaign by the leader returns its current Term.
-func testCampaignWhileLeading(w *world) {
-	a := w.candidate()
-	ta := w.lead(a)
-	t2, err := w.campaign(w.ctx, a)
-	if err != nil || t2 != ta {
-		w.t.Errorf("Campaign while leading = %v, %v; want the current Term %v", t2, err, ta)
-	}
-	w.checkValid(ta)
-}
-
-// LeaderStaysLeader: renewals keep a healthy leader's Term valid for many
-// TTLs; each renewal moves the deadline forward and reaches the
-// after-renewal hook (P7).
-func testLeaderStaysLeader(w *world) {
-	var (
-		mu   sync.Mutex
-		seen []election.Renewal
-	)
-	a := w.candidate(election.WithAfterRenew(func(r election.Renewal) {
-		mu.Lock()
-		seen = append(seen, r)
-		mu.Unlock()
-	}))
-	ta := w.lead(a)
-	first := ta.Deadline()
-	hold := 2 * w.h.Failover
-	select {
-	case <-ta.Done():
-		w.t.Fatalf("a healthy leader's Term ended after %v: %v", hold, ta.Err())
-	case <-time.After(hold):
-	}
-	w.checkValid(ta)
-	if !ta.Deadline().After(first) {
-		w.t.Errorf("Deadline did not move in %v of renewals: %v", hold, ta.Deadline())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	ok := 0
-	var last time.Time
-	for _, r := range seen {
-		if r.Err != nil {
-			continue
-		}
-		ok++
-		if r.Leader.Token != ta.Token() {
-			w.t.Errorf("Renewal for token %d, want %d", r.Leader.Token, ta.Token())
-		}
-		if r.Deadline.Before(last) {
-			w.t.Errorf("Renewal deadlines went backwards: %v after %v", r.Deadline, last)
-		}
-		last = r.Deadline
-	}
-	if ok < 2 {
-		w.t.Errorf("after-renewal hook saw %d successful renewals in %v, want at least 2", ok, hold)
-	}
-}
-
-// UnhealthyHook: a before-renewal hook that fails makes the leader step
-// down with ErrUnhealthy, and a waiting candidate takes over.
-func testUnhealthyHook(w *world) {
-	var sick atomic.Bool
-	a := w.candidate(election.WithBeforeRenew(func(context.Context, *election.Term) error {
-		if sick.Load() {
-			return errors.New("disk full")
-		}
-		return nil
-	}))
-	b := w.candidate()
-	ta := w.lead(a)
-	rb := w.campaignAsync(w.ctx, b)
-	w.settle()
-	sick.Store(true)
-	w.waitDone(ta, w.h.Failover, "leader whose health check fails")
-	w.checkEnded(ta, election.ErrUnhealthy)
-	r := w.await(rb, w.h.Failover+w.h.Patience, "Campaign of the waiting candidate after the leader stepped down")
-	if r.err != nil {
-		w.t.Fatalf("waiting candidate: %v", r.err)
-	}
-}
-
-// sentinel reports whether err, a Term's end, is one of package election's
-// errors through errors.Is: what a caller switches on.
-func sentinel(err error) bool {
-	for _, s := range []error{election.ErrResigned, election.ErrClosed, election.ErrLeaseExpired,
-		election.ErrSessionLost, election.ErrUnhealthy, election.ErrPreempted} {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // CtxBound is how long after its ctx ends Campaign or Resign may return
@@ -904,4 +809,30 @@ func testEvictedLeader(w *world) {
 		w.t.Fatalf("the evicted candidate campaigning again: %v", r.err)
 	}
 	w.resign(a, r.term)
+}
+
+// NoGoroutineLeft: after Close, nothing the candidates started is still
+// running, whatever they were doing (leading, waiting, observing).
+func testNoGoroutineLeft(w *world) {
+	a, b, c := w.candidate(), w.candidate(), w.candidate()
+	ctx := w.ctx
+	w.observe(ctx, a)
+	w.observe(ctx, c)
+	ta := w.lead(a)
+	rb := w.campaignAsync(ctx, b)
+	rc := w.campaignAsync(ctx, c)
+	w.settle()
+	for _, e := range []election.Elector{c, b, a} { // waiters first: no handover
+		if err := w.close(e); err != nil {
+			w.t.Errorf("Close: %v", err)
+		}
+	}
+	w.checkEnded(ta, election.ErrClosed)
+	for _, ch := range []<-chan result{rb, rc} {
+		if r := w.await(ch, w.h.Patience, "Campaign of a closed candidate"); !errors.Is(r.err, election.ErrClosed) {
+			w.t.Errorf("Campaign of a closed candidate = %v, %v; want ErrClosed", r.term, r.err)
+		}
+	}
+	// The check itself runs after every cleanup (see checkLeaks), so that
+	// what the harness releases with t.Cleanup is gone too.
 }

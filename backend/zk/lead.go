@@ -1,0 +1,209 @@
+package zk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/internal/clock"
+)
+
+// check sends the heartbeat of a candidacy: a transaction with one check
+// operation on c's node at its version. It goes through the ensemble's
+// leader, which refuses it unless c's session is alive and the node exists
+// unchanged, so its success proves both at a moment after sent. A nil
+// error means confirmed; errNodeGone wraps a node or session that is gone.
+func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy) (sent time.Time, err error) {
+	c.writing.Lock()
+	defer c.writing.Unlock()
+	e.mu.Lock()
+	version := c.version
+	e.mu.Unlock()
+	sid := e.conn.SessionID()
+	sent = clock.Now()
+	var rerr error
+	if derr := e.do(ctx, stop, func() {
+		_, rerr = e.conn.Multi(&gozk.CheckVersionRequest{Path: c.node, Version: version})
+	}); derr != nil {
+		return sent, derr
+	}
+	switch {
+	case sid != c.session || e.conn.SessionID() != c.session:
+		return sent, fmt.Errorf("%w: %w: session %#x of node %s expired (the connection now has %#x)", errNodeGone, election.ErrSessionLost, c.session, c.node, e.conn.SessionID())
+	case rerr == nil:
+		return sent, nil
+	case errors.Is(rerr, gozk.ErrNoNode):
+		return sent, fmt.Errorf("%w: %w: node %s is gone (its session expired or it was deleted)", errNodeGone, election.ErrSessionLost, c.node)
+	case errors.Is(rerr, gozk.ErrBadVersion):
+		return sent, fmt.Errorf("%w: %w: node %s was changed by another client", errNodeGone, election.ErrSessionLost, c.node)
+	case errors.Is(rerr, gozk.ErrSessionExpired):
+		return sent, fmt.Errorf("%w: %w: session %#x expired", errNodeGone, election.ErrSessionLost, c.session)
+	case errors.Is(rerr, gozk.ErrClosing), errors.Is(rerr, gozk.ErrConnectionClosed) && e.connClosed():
+		return sent, fmt.Errorf("%w: %w: the ZooKeeper connection was closed", errNodeGone, election.ErrSessionLost)
+	}
+	return sent, fmt.Errorf("zk election %s: heartbeat on %s: %w", e.path, c.node, rerr)
+}
+
+// confirm makes c's leadership a Term once wait found no node ahead of it:
+// a check transaction confirms the node under its session (P4), and the
+// Term's deadline counts from its send time. It then starts the leader's
+// heartbeats.
+func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, error) {
+	sent, err := e.check(ctx, e.closing, c)
+	return e.begin(ctx, c, sent, err)
+}
+
+// begin starts c's Term from a check sent at sent with outcome err.
+func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err error) (*election.Term, error) {
+	if e.blip != nil {
+		e.blip.Store(false) // a disconnect before this Term is not this Term's
+	}
+	if err != nil {
+		return nil, e.stopped(ctx, c, err)
+	}
+	term, lc := election.NewTerm(e.o, c.leader, sent)
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		err = election.ErrClosed
+	case e.cand != c:
+		err = election.ErrResigned
+	}
+	if err != nil {
+		e.mu.Unlock()
+		lc.End(err)
+		return nil, err
+	}
+	c.lc = lc
+	e.terms.Add(lc)
+	e.wg.Add(1)
+	go e.lead(c, lc, sent)
+	e.mu.Unlock()
+	if err := term.Err(); err != nil { // the deadline passed while confirming
+		return nil, err
+	}
+	return term, nil
+}
+
+// lead keeps c's Term while it lasts: a heartbeat (check transaction)
+// every Window/3 through the lease clock (before-renewal hook, request,
+// Renewed with its send time and outcome), a watch on c's own node, and a
+// look at the connection's state every statePoll. A node or session found
+// gone ends the Term at once (ErrSessionLost), so does a disconnect under
+// StepDownOnDisconnect; a failed heartbeat is retried after retryDelay and
+// the lease clock ends the Term at its deadline if none succeeds. When the
+// Term ends for any reason, the candidacy is withdrawn: its node is
+// deleted, so the next candidate leads at once.
+func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time) {
+	defer e.wg.Done()
+	defer e.forget(lc)
+	t := lc.Term()
+	interval := e.o.Window() / 3
+	beat := time.NewTimer(clock.Until(renewed.Add(interval)))
+	defer beat.Stop()
+	poll := time.NewTicker(statePoll)
+	defer poll.Stop()
+	var hold <-chan time.Time // HoldUntilDeadline: fires at the deadline while disconnected
+	var holdTimer *time.Timer
+	defer func() {
+		if holdTimer != nil {
+			holdTimer.Stop()
+		}
+	}()
+	own := e.watchOwn(c)
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.Done():
+			e.withdraw(c, t.Err())
+			return
+		case ev := <-own:
+			own = nil
+			if ev.Type == gozk.EventNodeDeleted || (ev.Type == gozk.EventNotWatching && !errors.Is(ev.Err, gozk.ErrConnectionClosed)) {
+				lc.End(fmt.Errorf("%w: node %s: %v %v", election.ErrSessionLost, c.node, ev.Type, ev.Err))
+				continue
+			}
+			own = e.watchOwn(c)
+			continue
+		case <-e.kick:
+		case <-poll.C:
+		case <-hold:
+			lc.End(fmt.Errorf("%w: %w: disconnected from ZooKeeper until the session may have expired", election.ErrSessionLost, election.ErrLeaseExpired))
+			continue
+		case <-beat.C:
+			if lc.BeforeRenew() != nil {
+				continue // the Term ended: t.Done is closed
+			}
+			ctx, cancel := context.WithDeadline(e.bg, t.Deadline())
+			sent, err := e.check(ctx, c.stop, c)
+			cancel()
+			lc.Renewed(sent, err)
+			next := interval
+			switch {
+			case err == nil:
+			case errors.Is(err, errNodeGone):
+				lc.End(err) // wraps ErrSessionLost, with the cause
+				continue
+			default:
+				e.log.Warn("zk election: heartbeat failed", "node", c.node, "err", err)
+				next = retryDelay
+			}
+			beat.Reset(next)
+			continue
+		}
+		// A look at the connection.
+		st, sid := e.conn.State(), e.conn.SessionID()
+		if e.blip != nil && e.blip.Swap(false) && st == gozk.StateHasSession && e.cfg.Policy == StepDownOnDisconnect {
+			st = gozk.StateDisconnected // lost and regained between two looks
+		}
+		switch {
+		case sid != c.session && sid != 0, st == gozk.StateExpired:
+			lc.End(fmt.Errorf("%w: session %#x of node %s expired", election.ErrSessionLost, c.session, c.node))
+		case st == gozk.StateHasSession:
+			if holdTimer != nil { // reconnected in time, same session
+				holdTimer.Stop()
+				holdTimer, hold = nil, nil
+			}
+		case e.cfg.Policy == StepDownOnDisconnect:
+			lc.End(fmt.Errorf("%w: disconnected from ZooKeeper (%v); stepping down at once (StepDownOnDisconnect)", election.ErrSessionLost, st))
+		case holdTimer == nil:
+			// Hold until just before the deadline, so that the Term ends
+			// with ErrSessionLost rather than by the lease clock's timer.
+			holdTimer = time.NewTimer(max(0, clock.Until(t.Deadline())-time.Millisecond))
+			hold = holdTimer.C
+		}
+	}
+}
+
+// forget drops a Term from e.terms once its hooks are done
+// (skeleton.Terms.Forget). lead returns only once the Term has ended or
+// its candidacy was withdrawn (which ends it).
+func (e *Elector) forget(lc *election.LeaseClock) {
+	lc.End(election.ErrResigned) // no-op for a Term that has ended
+	e.terms.Forget(lc)
+}
+
+// watchOwn sets a watch on c's own node, so that its deletion ends the
+// Term within a round trip. It returns nil if the watch cannot be set (the
+// heartbeats still find out).
+func (e *Elector) watchOwn(c *candidacy) <-chan gozk.Event {
+	var ok bool
+	var ev <-chan gozk.Event
+	var err error
+	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+	defer cancel()
+	if derr := e.do(ctx, c.stop, func() { ok, _, ev, err = e.conn.ExistsW(c.node) }); derr != nil || err != nil {
+		return nil
+	}
+	if !ok {
+		ch := make(chan gozk.Event, 1)
+		ch <- gozk.Event{Type: gozk.EventNodeDeleted, Path: c.node}
+		return ch
+	}
+	return ev
+}
