@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/electkit/election/internal/clock"
-	"github.com/electkit/election/internal/clock/clocktest"
+	"github.com/electkit/election/internal/rig/clocktest"
 )
 
 // jumpingClock installs a clock whose wall time jumps while its monotonic

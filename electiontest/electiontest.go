@@ -28,6 +28,10 @@
 //
 // The suite never sleeps for a fixed time: it waits for events, each wait
 // bounded by Patience (or Failover after a crash).
+//
+// One part of P3 needs the process's clock and so runs on its own, outside
+// a bubble: HoldsThroughClockJumps steps the wall clock by hours while a
+// candidate leads.
 package electiontest
 
 import (

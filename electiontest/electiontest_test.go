@@ -10,7 +10,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/electiontest"
-	"github.com/electkit/election/internal/refbackend"
+	"github.com/electkit/election/internal/rig/refbackend"
 )
 
 const refTTL = 2 * time.Second

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
-	"github.com/electkit/election/internal/clock/jumptest"
+	"github.com/electkit/election/electiontest"
 )
 
 // The machine's wall clock steps by hours while a candidate leads: its
@@ -13,7 +13,7 @@ import (
 func TestWallClockJumps(t *testing.T) {
 	eps := startEtcd(t)
 	name := "jumps"
-	jumptest.HoldsThroughJumps(t, 2*time.Second, patience, func(t *testing.T, opts ...election.Option) election.Elector {
+	electiontest.HoldsThroughClockJumps(t, 2*time.Second, patience, func(t *testing.T, opts ...election.Option) election.Elector {
 		return newElector(t, newClient(t, eps), name, "", opts...)
 	})
 }

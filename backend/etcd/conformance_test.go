@@ -13,9 +13,9 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
 	"github.com/electkit/election/electiontest"
-	"github.com/electkit/election/internal/embedetcd"
-	"github.com/electkit/election/internal/etcdtest"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/embedetcd"
+	"github.com/electkit/election/internal/rig/etcdtest"
+	"github.com/electkit/election/internal/rig/faultproxy"
 )
 
 func startEtcd(t testing.TB) []string {
@@ -32,11 +32,11 @@ type etcdElection struct {
 	admin *clientv3.Client // another client of the store, for Evict
 	mu    sync.Mutex
 	clis  map[election.Elector]*clientv3.Client
-	px    map[election.Elector]*zktest.Proxy
+	px    map[election.Elector]*faultproxy.Proxy
 }
 
 func (x *etcdElection) Candidate(t *testing.T, opts ...election.Option) election.Elector {
-	px := zktest.NewProxy(t, x.addr)
+	px := faultproxy.New(t, x.addr)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + px.Addr}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestConformance(t *testing.T) {
 	electiontest.Run(t, electiontest.Harness{
 		NewElection: func(t *testing.T) electiontest.Election {
 			return &etcdElection{addr: strings.TrimPrefix(eps[0], "http://"), name: "/conformance/" + t.Name(), admin: admin,
-				clis: map[election.Elector]*clientv3.Client{}, px: map[election.Elector]*zktest.Proxy{}}
+				clis: map[election.Elector]*clientv3.Client{}, px: map[election.Elector]*faultproxy.Proxy{}}
 		},
 		Failover:  2*time.Second + time.Second,
 		Handovers: 30,

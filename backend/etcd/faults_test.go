@@ -10,8 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
-	"github.com/electkit/election/internal/embedetcd"
-	"github.com/electkit/election/internal/etcdtest"
+	"github.com/electkit/election/internal/rig/embedetcd"
+	"github.com/electkit/election/internal/rig/etcdtest"
 )
 
 // termEnd records when a Term's Done closed, on the monotonic clock.

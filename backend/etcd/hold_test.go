@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
-	"github.com/electkit/election/internal/etcdtest"
+	"github.com/electkit/election/internal/rig/etcdtest"
 )
 
 // gRPC methods of etcd that tests hold back.

@@ -14,8 +14,8 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
-	"github.com/electkit/election/internal/embedetcd"
-	"github.com/electkit/election/internal/etcdtest"
+	"github.com/electkit/election/internal/rig/embedetcd"
+	"github.com/electkit/election/internal/rig/etcdtest"
 )
 
 // ctxBound is how soon after its ctx ends a call must return whatever the

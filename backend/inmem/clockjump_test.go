@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
-	"github.com/electkit/election/internal/clock/jumptest"
+	"github.com/electkit/election/electiontest"
 )
 
 // The machine's wall clock steps by hours while a member leads: its
@@ -15,7 +15,7 @@ func TestWallClockJumps(t *testing.T) {
 	for _, alg := range []Algorithm{Ring, Bully} {
 		t.Run(alg.String(), func(t *testing.T) {
 			c := newCluster(t, alg)
-			jumptest.HoldsThroughJumps(t, c.Timing().LeaseTTL, 10*time.Second, func(t *testing.T, opts ...election.Option) election.Elector {
+			electiontest.HoldsThroughClockJumps(t, c.Timing().LeaseTTL, 10*time.Second, func(t *testing.T, opts ...election.Option) election.Elector {
 				e, err := c.Join(opts...)
 				if err != nil {
 					t.Fatalf("Join: %v", err)

@@ -11,7 +11,8 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/zk"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/faultproxy"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // BenchmarkHandover measures Resign → the waiting candidate's Campaign
@@ -124,7 +125,7 @@ func BenchmarkCrashFailover(b *testing.B) {
 	// Every candidate connects through its own proxy, so that cutting the
 	// proxy is its crash.
 	candidate := func(id string) *zk.Elector {
-		px := zktest.NewProxy(b, addr)
+		px := faultproxy.New(b, addr)
 		conn := zktest.Conn(b, []string{px.Addr}, ttl)
 		b.Cleanup(px.Close) // before conn.Close: a cut connection closes at once
 		e, err := zk.New(conn, path, election.WithID(id), election.WithTTL(ttl))
@@ -160,7 +161,7 @@ func BenchmarkCrashFailover(b *testing.B) {
 	reportPercentiles(b, lat)
 }
 
-var proxies = map[*zk.Elector]*zktest.Proxy{}
+var proxies = map[*zk.Elector]*faultproxy.Proxy{}
 
 // BenchmarkManyCandidates: 500 candidates wait on one connection; each
 // handover wakes how many of them (listings and watches issued by the

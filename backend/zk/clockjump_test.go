@@ -4,14 +4,14 @@ import (
 	"testing"
 
 	"github.com/electkit/election"
-	"github.com/electkit/election/internal/clock/jumptest"
+	"github.com/electkit/election/electiontest"
 )
 
 // The machine's wall clock steps by hours while a candidate leads: its
 // heartbeats go on, its Term stays valid, nobody else is elected.
 func TestWallClockJumps(t *testing.T) {
 	path := newPath(t)
-	jumptest.HoldsThroughJumps(t, ttl, patience, func(t *testing.T, opts ...election.Option) election.Elector {
+	electiontest.HoldsThroughClockJumps(t, ttl, patience, func(t *testing.T, opts ...election.Option) election.Elector {
 		return newElector(t, newConn(t), path, "", opts...)
 	})
 }

@@ -8,7 +8,8 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/zk"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/faultproxy"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // The ensemble's own leader server is killed while candidates campaign and
@@ -79,10 +80,10 @@ func TestEnsemblePartitionedLeader(t *testing.T) {
 	t.Parallel()
 	ens := zktest.NewEnsemble(t, 3)
 	path := newPath(t)
-	var pxs []*zktest.Proxy
+	var pxs []*faultproxy.Proxy
 	var addrs []string
 	for _, s := range ens.Servers {
-		px := zktest.NewProxy(t, s.Addr)
+		px := faultproxy.New(t, s.Addr)
 		pxs = append(pxs, px)
 		addrs = append(addrs, px.Addr)
 	}

@@ -12,7 +12,8 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/zk"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/faultproxy"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 type result struct {
@@ -244,7 +245,7 @@ func TestWaiterSessionExpiry(t *testing.T) {
 	admin := newConn(t)
 	path := newPath(t)
 	a := newElector(t, newConn(t), path, "a")
-	px := zktest.NewProxy(t, server(t).Addr)
+	px := faultproxy.New(t, server(t).Addr)
 	bconn := zktest.Conn(t, []string{px.Addr}, ttl)
 	t.Cleanup(px.Close)
 	b := newElector(t, bconn, path, "b")
@@ -277,7 +278,7 @@ func TestPartitionedLeaderStepsDownFirst(t *testing.T) {
 	for _, policy := range []zk.Policy{zk.StepDownOnDisconnect, zk.HoldUntilDeadline} {
 		t.Run(policy.String(), func(t *testing.T) {
 			path := newPath(t)
-			px := zktest.NewProxy(t, server(t).Addr)
+			px := faultproxy.New(t, server(t).Addr)
 			aconn := zktest.Conn(t, []string{px.Addr}, ttl)
 			t.Cleanup(px.Close)
 			a, err := zk.NewConfig(aconn, path, zk.Config{Policy: policy}, election.WithID("a"), election.WithTTL(ttl))
@@ -314,7 +315,7 @@ func TestPartitionedLeaderStepsDownFirst(t *testing.T) {
 func TestDisconnectPolicy(t *testing.T) {
 	for _, policy := range []zk.Policy{zk.StepDownOnDisconnect, zk.HoldUntilDeadline} {
 		t.Run(policy.String(), func(t *testing.T) {
-			px := zktest.NewProxy(t, server(t).Addr)
+			px := faultproxy.New(t, server(t).Addr)
 			a, err := zk.Dial(ctxT(t), zk.DialConfig{Servers: []string{px.Addr}, Config: zk.Config{Policy: policy}}, newPath(t),
 				election.WithID("a"), election.WithTTL(ttl))
 			if err != nil {
@@ -351,7 +352,7 @@ func TestLostCreateReply(t *testing.T) {
 	if _, err := admin.Create(path, nil, 0, gozk.WorldACL(gozk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	px := zktest.NewProxy(t, server(t).Addr)
+	px := faultproxy.New(t, server(t).Addr)
 	conn := zktest.Conn(t, []string{px.Addr}, ttl)
 	t.Cleanup(px.Close)
 	a := newElector(t, conn, path, "a")

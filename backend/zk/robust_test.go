@@ -11,7 +11,8 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/zk"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/faultproxy"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // ctxBound is how soon after its ctx ends a call must return whatever the
@@ -132,7 +133,7 @@ func TestCtxHonouredWhenServerIsSilent(t *testing.T) {
 	path := newPath(t)
 	a := newElector(t, newConn(t), path, "a")
 	ta := lead(t, a)
-	px := zktest.NewProxy(t, server(t).Addr)
+	px := faultproxy.New(t, server(t).Addr)
 	t.Cleanup(px.Close)
 	b := newElector(t, zktest.Conn(t, []string{px.Addr}, ttl), path, "b")
 	ctx, cancel := context.WithCancel(ctxT(t))
@@ -164,7 +165,7 @@ func TestCtxHonouredWhenServerIsSilent(t *testing.T) {
 	}
 
 	// Dial against a server that never answers.
-	silent := zktest.NewProxy(t, server(t).Addr)
+	silent := faultproxy.New(t, server(t).Addr)
 	t.Cleanup(silent.Close)
 	silent.CutReplies()
 	dctx2, dcancel2 := context.WithTimeout(ctxT(t), 300*time.Millisecond)
@@ -180,7 +181,7 @@ func TestCtxHonouredWhenServerIsSilent(t *testing.T) {
 
 // Resign of a leader whose server stopped replying returns with its ctx.
 func TestResignHonoursCtxWhenServerIsSilent(t *testing.T) {
-	px := zktest.NewProxy(t, server(t).Addr)
+	px := faultproxy.New(t, server(t).Addr)
 	t.Cleanup(px.Close)
 	a := newElector(t, zktest.Conn(t, []string{px.Addr}, ttl), newPath(t), "a")
 	ta := lead(t, a)
@@ -250,7 +251,7 @@ func TestAbandonedCreateNeverBlocks(t *testing.T) {
 	path := newPath(t)
 	a := newElector(t, newConn(t), path, "a")
 	ta := lead(t, a)
-	px := zktest.NewProxy(t, server(t).Addr)
+	px := faultproxy.New(t, server(t).Addr)
 	t.Cleanup(px.Close)
 	b := newElector(t, zktest.Conn(t, []string{px.Addr}, ttl), path, "b")
 	admin := newConn(t)
@@ -285,7 +286,7 @@ func TestCloseDeletesAbandonedCreate(t *testing.T) {
 	path := newPath(t)
 	a := newElector(t, newConn(t), path, "a")
 	ta := lead(t, a)
-	px := zktest.NewProxy(t, server(t).Addr)
+	px := faultproxy.New(t, server(t).Addr)
 	t.Cleanup(px.Close)
 	b := newElector(t, zktest.Conn(t, []string{px.Addr}, ttl), path, "b")
 	admin := newConn(t)

@@ -14,7 +14,8 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/zk"
 	"github.com/electkit/election/electiontest"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/faultproxy"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // ttl is the session timeout and TTL of the tests: the servers' tickTime
@@ -87,12 +88,12 @@ type zkElection struct {
 	path  string
 	admin *gozk.Conn // another client of the server, for Evict
 	mu    sync.Mutex
-	px    map[election.Elector]*zktest.Proxy
+	px    map[election.Elector]*faultproxy.Proxy
 }
 
 func (z *zkElection) Candidate(t *testing.T, opts ...election.Option) election.Elector {
 	t.Helper()
-	px := zktest.NewProxy(t, z.addr)
+	px := faultproxy.New(t, z.addr)
 	conn := zktest.Conn(t, []string{px.Addr}, ttl)
 	t.Cleanup(px.Close) // before conn.Close (cleanups run last first): a cut connection closes at once
 	e, err := zk.New(conn, z.path, append([]election.Option{election.WithTTL(ttl)}, opts...)...)
@@ -145,7 +146,7 @@ func TestConformance(t *testing.T) {
 	admin := newConn(t)
 	electiontest.Run(t, electiontest.Harness{
 		NewElection: func(t *testing.T) electiontest.Election {
-			return &zkElection{addr: srv.Addr, path: newPath(t), admin: admin, px: map[election.Elector]*zktest.Proxy{}}
+			return &zkElection{addr: srv.Addr, path: newPath(t), admin: admin, px: map[election.Elector]*faultproxy.Proxy{}}
 		},
 		// Session timeout, plus up to a tick for the server's expiry
 		// buckets, plus the watch and the confirming check.

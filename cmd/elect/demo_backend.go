@@ -14,7 +14,7 @@ import (
 //
 // A backend joins the demo with one open function in demoBackends. The
 // embedded-etcd variant is meant to look like this: open starts an embedded
-// etcd server (internal/embedetcd) and keeps its endpoint; Candidate dials
+// etcd server (internal/rig/embedetcd) and keeps its endpoint; Candidate dials
 // one clientv3.Client per candidate and returns etcd.New(cli, prefix,
 // election.WithID(id), election.WithTTL(cfg.TTL)); Crash closes that
 // candidate's client without resigning, so its lease dies with its session

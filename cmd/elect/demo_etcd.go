@@ -13,7 +13,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
-	"github.com/electkit/election/internal/embedetcd"
+	"github.com/electkit/election/internal/rig/embedetcd"
 )
 
 // etcdDemo runs the story on an etcd member embedded in this process, in a

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // storyLine is one event line of the demo's output.

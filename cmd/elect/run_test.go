@@ -22,8 +22,8 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
-	"github.com/electkit/election/internal/embedetcd"
-	"github.com/electkit/election/internal/etcdtest"
+	"github.com/electkit/election/internal/rig/embedetcd"
+	"github.com/electkit/election/internal/rig/etcdtest"
 )
 
 // patience bounds every wait for an event in these tests.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // elect run on ZooKeeper: kill -9 of the leader's elect stops its command

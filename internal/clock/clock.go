@@ -1,7 +1,7 @@
 // Package clock is where the library reads the time for every deadline and
-// term decision (Now, Until, Since; the lease clock, the backends' renewal
-// and hold timers), and its one interruptible sleep. Readings come from time.Now, so they carry the monotonic
-// clock, and the library only compares readings with each other (Before,
+// term decision (Now, Until, Since: the lease clock, the backends' renewal
+// and hold timers), and its one interruptible sleep. Readings come from
+// time.Now, so they carry the monotonic clock, and the library only compares readings with each other (Before,
 // Sub, Until): a step of the wall clock — NTP, an operator, a VM restored
 // from a snapshot — moves no deadline. Tests replace Now with a clock whose
 // wall time jumps while its monotonic time does not (package clocktest) to

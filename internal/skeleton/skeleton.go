@@ -2,7 +2,7 @@
 // from, so that each exists once: the Campaign gate (one Campaign at a
 // time, and Close's signal) and the set of Terms whose hooks may still run.
 // Backends of this module import it (backend/etcd, backend/zk,
-// backend/inmem, internal/refbackend); it is shipped code, not a test rig.
+// backend/inmem, internal/rig/refbackend); it is shipped code, not a test rig.
 package skeleton
 
 import (

@@ -20,7 +20,8 @@ import (
 	"github.com/electkit/election/bench/internal/instrument"
 	"github.com/electkit/election/bench/internal/peer"
 	"github.com/electkit/election/internal/mono"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/faultproxy"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // Options say how a library connects its candidates.
@@ -41,7 +42,7 @@ type Conn struct {
 	ZK      *gozk.Conn
 	Counter *instrument.Counter // nil unless counted
 	Shared  bool                // a pool connection: Close leaves it open
-	proxies []*zktest.Proxy
+	proxies []*faultproxy.Proxy
 }
 
 // Cut makes the connection go dark both ways and returns the Mono instant
@@ -149,7 +150,7 @@ func (d *Dialer) dial(ttl time.Duration, proxied bool) (*Conn, error) {
 	for i, t := range targets {
 		addrs[i] = t
 		if proxied {
-			p, err := zktest.StartProxy(strings.TrimPrefix(strings.TrimPrefix(t, "http://"), "https://"))
+			p, err := faultproxy.Start(strings.TrimPrefix(strings.TrimPrefix(t, "http://"), "https://"))
 			if err != nil {
 				c.Close()
 				return nil, fmt.Errorf("conns: proxy to %s: %w", t, err)

@@ -1,7 +1,7 @@
 // Package servers starts the real stores the benchmarks run against: etcd
-// (go.etcd.io/etcd/server/v3/embed, through internal/embedetcd) in a child
+// (go.etcd.io/etcd/server/v3/embed, through internal/rig/embedetcd) in a child
 // process of the running binary, one member or three, and ZooKeeper (the
-// Debian package's Java server, through internal/zktest), standalone or a
+// Debian package's Java server, through internal/rig/zktest), standalone or a
 // 3-node ensemble. Every server listens on 127.0.0.1 only.
 //
 // etcd runs in a child process, not in the measuring one, so that its heap,
@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/electkit/election/internal/embedetcd"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/embedetcd"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // childEnv names the environment variable that makes ServeIfChild serve:

@@ -15,7 +15,7 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/nemesis"
 	"github.com/electkit/election/internal/nemesis/harness"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // bin is the elect binary the store candidates run, built once by TestMain.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/nemesis"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // operator: another client of the store does, through the store's normal

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/faultproxy"
 )
 
 // proc is one candidate process the harness started, with its own TCP
@@ -18,7 +18,7 @@ import (
 type proc struct {
 	id      string
 	cmd     *exec.Cmd
-	proxies []*zktest.Proxy
+	proxies []*faultproxy.Proxy
 	exited  chan struct{}
 
 	mu     sync.Mutex
@@ -32,7 +32,7 @@ func (h *run) startProc(id string) (*proc, error) {
 	p := &proc{id: id, exited: make(chan struct{})}
 	var eps []string
 	for i, addr := range h.st.addrs() {
-		px, err := zktest.StartProxy(addr)
+		px, err := faultproxy.Start(addr)
 		if err != nil {
 			p.closeProxies()
 			return nil, fmt.Errorf("proxy to %s: %w", addr, err)

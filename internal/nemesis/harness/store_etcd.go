@@ -12,7 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/electkit/election/internal/embedetcd"
+	"github.com/electkit/election/internal/rig/embedetcd"
 )
 
 // store is the election's store as the nemeses see it: its members, its own

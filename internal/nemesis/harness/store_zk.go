@@ -9,7 +9,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 const zkElection = "/nemesis-election"

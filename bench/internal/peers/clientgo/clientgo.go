@@ -35,7 +35,7 @@ import (
 	election "github.com/electkit/election"
 	"github.com/electkit/election/bench/internal/peer"
 	"github.com/electkit/election/internal/mono"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/faultproxy"
 )
 
 // Name is the library's name in reports.
@@ -204,7 +204,7 @@ func (l *library) NewCandidate(ctx context.Context, name, id string, ttl time.Du
 	c := &candidate{lib: l, id: id, t: t}
 	var eps []string
 	for _, to := range l.targets {
-		p, err := zktest.StartProxy(to)
+		p, err := faultproxy.Start(to)
 		if err != nil {
 			c.closeProxies()
 			return nil, fmt.Errorf("clientgo: proxy to %s: %w", to, err)
@@ -255,7 +255,7 @@ type candidate struct {
 	lib     *library
 	id      string
 	t       Timings
-	proxies []*zktest.Proxy
+	proxies []*faultproxy.Proxy
 	cli     *clientv3.Client
 	lock    *etcdLock
 

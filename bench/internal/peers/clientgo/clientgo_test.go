@@ -12,8 +12,8 @@ import (
 
 	election "github.com/electkit/election"
 	"github.com/electkit/election/bench/internal/peer"
-	"github.com/electkit/election/internal/embedetcd"
-	"github.com/electkit/election/internal/etcdtest"
+	"github.com/electkit/election/internal/rig/embedetcd"
+	"github.com/electkit/election/internal/rig/etcdtest"
 )
 
 func endpoints(t *testing.T) []string {

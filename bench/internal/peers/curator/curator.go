@@ -37,7 +37,8 @@ import (
 	election "github.com/electkit/election"
 	"github.com/electkit/election/bench/internal/peer"
 	"github.com/electkit/election/internal/mono"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/faultproxy"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // Name is the library's name in reports.
@@ -474,7 +475,7 @@ func (l *library) NewCandidate(ctx context.Context, name, id string, ttl time.Du
 	l.mu.Unlock()
 	var addrs []string
 	for _, s := range l.servers {
-		p, err := zktest.StartProxy(s)
+		p, err := faultproxy.Start(s)
 		if err != nil {
 			c.closeProxies()
 			return nil, fmt.Errorf("curator: proxy to %s: %w", s, err)
@@ -605,7 +606,7 @@ type candidate struct {
 	cid     string
 	id      string
 	path    string
-	proxies []*zktest.Proxy
+	proxies []*faultproxy.Proxy
 
 	mu      sync.Mutex
 	gen     int64         // the current latch; 0 = none

@@ -14,7 +14,7 @@ import (
 	election "github.com/electkit/election"
 	"github.com/electkit/election/bench/internal/peer"
 	"github.com/electkit/election/internal/mono"
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // require skips t when Curator or a JDK is missing, and fails it when the

@@ -1,8 +1,4 @@
-// Package jumptest checks a backend against wall-clock steps: with the
-// library's clock replaced by one whose wall time jumps by hours while its
-// monotonic time runs on, a leader keeps its Term through its renewals, no
-// other candidate is elected meanwhile, and a Resign still hands over.
-package jumptest
+package electiontest
 
 import (
 	"context"
@@ -11,25 +7,37 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
-	"github.com/electkit/election/internal/clock/clocktest"
+	"github.com/electkit/election/internal/rig/clocktest"
 )
 
-// Jumps are the wall-clock steps taken while leading, one after another.
-var Jumps = []time.Duration{time.Hour, -3 * time.Hour, 24 * time.Hour, -24*time.Hour + 2*time.Hour}
+// ClockJumps are the wall-clock steps HoldsThroughClockJumps takes while a
+// candidate leads, one after another.
+var ClockJumps = []time.Duration{time.Hour, -3 * time.Hour, 24 * time.Hour, -24*time.Hour + 2*time.Hour}
 
 // NewCandidate makes a candidate of the election under test with opts added
 // (at least an ID, the TTL and an after-renewal hook).
 type NewCandidate func(t *testing.T, opts ...election.Option) election.Elector
 
-// HoldsThroughJumps runs the check; patience bounds every wait.
-func HoldsThroughJumps(t *testing.T, ttl, patience time.Duration, newCandidate NewCandidate) {
+// HoldsThroughClockJumps checks a backend against steps of the machine's
+// wall clock (NTP, an operator, a VM restored from a snapshot): with the
+// clock the library's lease clock reads replaced by one whose wall time
+// jumps by hours (ClockJumps) while its monotonic time runs on, a leader
+// keeps its Term through its renewals, no other candidate is elected
+// meanwhile, and a Resign still hands over (P3 under clock steps). It
+// covers any backend whose Terms come from election.NewTerm; a backend
+// that reads the wall clock itself for a deadline fails it. Run it
+// outside testing/synctest (a bubble's fake clock has no monotonic
+// reading to keep), and not in parallel with other tests of the process:
+// the replaced clock is process-wide. ttl is the candidates' TTL;
+// patience bounds every wait.
+func HoldsThroughClockJumps(t *testing.T, ttl, patience time.Duration, newCandidate NewCandidate) {
 	t.Helper()
 	j, err := clocktest.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(clock.Set(j.Now))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(Jumps)+4)*patience)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(len(ClockJumps)+4)*patience)
 	defer cancel()
 
 	renewals := make(chan election.Renewal, 64)
@@ -54,7 +62,7 @@ func HoldsThroughJumps(t *testing.T, ttl, patience time.Duration, newCandidate N
 		bWon <- won{t, err}
 	}()
 
-	for i, step := range Jumps {
+	for i, step := range ClockJumps {
 		j.Jump(step)
 		// Two successful renewals sent after the step: the Term's deadline
 		// moved on from send times whose wall reading jumped.

@@ -1,7 +1,7 @@
 // Package zktest starts real Apache ZooKeeper servers — the Java server of
 // Debian's zookeeper package — for tests and benchmarks: standalone servers
 // and ensembles on loopback ports, each with its own temporary data
-// directory, and a TCP proxy in front of a server for fault injection.
+// directory (a proxy for faults in front of one: internal/rig/faultproxy).
 //
 // Servers are separate JVM processes that this package starts and signals
 // by PID only. Start waits until a server answers the srvr four-letter word

@@ -1,10 +1,21 @@
-package zktest
+// Package faultproxy is a TCP proxy on loopback for fault injection between
+// a client and a server (ZooKeeper or etcd): cut both ways, cut replies
+// only, reset connections, refuse new ones. A test rig: tests, the demo
+// and the fault harness use it; shipped code never does.
+package faultproxy
 
 import (
 	"net"
 	"sync"
 	"sync/atomic"
 )
+
+// TB is the part of testing.TB New uses.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Fatalf(format string, args ...any)
+}
 
 // Proxy is a TCP proxy on 127.0.0.1 in front of one server, for fault
 // injection between a client and the ensemble:
@@ -28,21 +39,21 @@ type Proxy struct {
 	workers sync.WaitGroup
 }
 
-// NewProxy starts a proxy in front of the server at to, closed in tb's
+// New starts a proxy in front of the server at to, closed in tb's
 // Cleanup.
-func NewProxy(tb TB, to string) *Proxy {
+func New(tb TB, to string) *Proxy {
 	tb.Helper()
-	p, err := StartProxy(to)
+	p, err := Start(to)
 	if err != nil {
-		tb.Fatalf("zktest: proxy to %s: %v", to, err)
+		tb.Fatalf("faultproxy: proxy to %s: %v", to, err)
 		return nil
 	}
 	tb.Cleanup(p.Close)
 	return p
 }
 
-// StartProxy starts a proxy in front of the server at to.
-func StartProxy(to string) (*Proxy, error) {
+// Start starts a proxy in front of the server at to.
+func Start(to string) (*Proxy, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err

@@ -14,7 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/electkit/election/internal/embedetcd"
+	"github.com/electkit/election/internal/rig/embedetcd"
 )
 
 // newClient returns a client for endpoints, closed when the test ends.

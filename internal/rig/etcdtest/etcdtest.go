@@ -1,5 +1,5 @@
 // Package etcdtest starts real etcd servers in-process for tests, built on
-// internal/embedetcd: a single member (New), a cluster whose members are each
+// internal/rig/embedetcd: a single member (New), a cluster whose members are each
 // fronted by a fault-injecting TCP proxy (NewCluster), and clients for them
 // (Client). Everything is stopped in the test's Cleanup.
 //
@@ -17,7 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/electkit/election/internal/embedetcd"
+	"github.com/electkit/election/internal/rig/embedetcd"
 )
 
 // DialTimeout is the clientv3.Config.DialTimeout that Client sets.

@@ -13,7 +13,7 @@ import (
 	"go.etcd.io/etcd/pkg/v3/proxy"
 	"go.uber.org/zap"
 
-	"github.com/electkit/election/internal/embedetcd"
+	"github.com/electkit/election/internal/rig/embedetcd"
 )
 
 const (

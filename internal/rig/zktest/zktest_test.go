@@ -6,7 +6,8 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
-	"github.com/electkit/election/internal/zktest"
+	"github.com/electkit/election/internal/rig/faultproxy"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 func TestStandaloneServes(t *testing.T) {
@@ -52,7 +53,7 @@ func TestEnsembleHasOneLeader(t *testing.T) {
 
 func TestProxyCutStopsTraffic(t *testing.T) {
 	s := zktest.Standalone(t)
-	p := zktest.NewProxy(t, s.Addr)
+	p := faultproxy.New(t, s.Addr)
 	c := zktest.Conn(t, []string{p.Addr}, 2*time.Second)
 	if _, _, err := c.Exists("/"); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,7 @@
 // on etcd's user/role authentication (EnableAuth, AddUser).
 //
 // Every listener binds 127.0.0.1. The package does not import "testing": it is
-// used by tests (through internal/etcdtest) and by command-line tools.
+// used by tests (through internal/rig/etcdtest) and by command-line tools.
 package embedetcd
 
 import (
