@@ -126,7 +126,7 @@ type LeaseClock struct {
 func NewTerm(o Options, l Leader, sent time.Time) (*Term, *LeaseClock) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l.Value = append([]byte(nil), l.Value...)
-	sent = checkSent(sent, clock.Now())
+	sent = clampSent(sent, clock.Now())
 	t := &Term{leader: l, window: o.Window(), ctx: ctx, cancel: cancel, deadline: sent.Add(o.Window())}
 	c := &LeaseClock{t: t, before: o.BeforeRenew, after: o.AfterRenew, hooksDone: make(chan struct{})}
 	if o.Logger != nil {
@@ -195,7 +195,7 @@ func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time {
 	if t.ended {
 		return t.deadline
 	}
-	sent = checkSent(sent, now)
+	sent = clampSent(sent, now)
 	late := !now.Before(t.deadline)
 	switch {
 	case err != nil:
@@ -223,13 +223,13 @@ func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time {
 	return t.deadline
 }
 
-// checkSent takes a send time in the future as now: a deadline never
+// clampSent takes a send time in the future as now: a deadline never
 // counts from a moment the request cannot have left. (A send time must be
 // a time.Now reading so that it carries the monotonic clock; one without,
 // from Round(0), UTC() or decoding, would let a wall-clock step move the
 // deadline. It cannot be refused: synctest's fake time has no monotonic
 // reading either.)
-func checkSent(sent, now time.Time) time.Time {
+func clampSent(sent, now time.Time) time.Time {
 	if sent.After(now) {
 		return now
 	}

@@ -62,6 +62,16 @@ type Elector struct {
 }
 
 // candidacy is one key under one lease, from Campaign until it is withdrawn.
+//
+// Ending one takes these steps, each named by one verb throughout:
+//   - halt: stop its goroutines and cancel their requests;
+//   - end: end its Term, if any, with a cause (P3: before any I/O), then halt;
+//   - lose: the store took it (its lease or key is gone): record why, then end;
+//   - withdraw: it stops being the current candidacy: end, then releaseLater;
+//   - release: give its key (and lease) back to the store; releaseLater tries
+//     briefly at once and then in the background, releaseWithin is bounded
+//     by one lease window;
+//   - forget: drop its ended Term from e.terms once the hooks are done.
 type candidacy struct {
 	lease  clientv3.LeaseID
 	key    string
@@ -237,7 +247,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		e.release(c, nil, true)
+		e.releaseWithin(c, true)
 		return nil, election.ErrClosed
 	}
 	c.ctx, c.cancel = context.WithCancel(e.bg)
@@ -670,7 +680,7 @@ const releaseWait = 40 * time.Millisecond
 // bounded the same way.
 func (e *Elector) releaseLater(c *candidacy, lease bool) {
 	ctx, cancel := context.WithTimeout(e.bg, releaseWait)
-	err := e.release(c, ctx, lease)
+	err := e.release(ctx, c, lease)
 	cancel()
 	if err == nil {
 		return
@@ -685,14 +695,14 @@ func (e *Elector) releaseLater(c *candidacy, lease bool) {
 	}
 	e.mu.Unlock()
 	if closed {
-		_ = e.release(c, nil, lease)
+		_ = e.releaseWithin(c, lease)
 		return
 	}
 	go func() {
 		defer e.wg.Done()
 		ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
 		defer cancel()
-		_ = e.release(c, ctx, lease) // logged; retried by the next Campaign, Resign or Close
+		_ = e.release(ctx, c, lease) // logged; retried by the next Campaign, Resign or Close
 	}()
 }
 
@@ -710,16 +720,22 @@ func (e *Elector) end(c *candidacy, cause error) {
 	c.halt()
 }
 
-// release gives up c's key and, with lease, its lease; a nil ctx means a
-// timeout of one lease window, not tied to the Elector's background context
-// (Campaign releases this way when it loses a race with Close, after Close
-// has stopped that context).
+// releaseWithin is release with a timeout of one lease window, not tied to
+// the Elector's background context: Campaign releases this way when it
+// loses a race with Close, after Close has stopped that context.
+func (e *Elector) releaseWithin(c *candidacy, lease bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
+	defer cancel()
+	return e.release(ctx, c, lease)
+}
+
+// release gives up c's key and, with lease, its lease, within ctx.
 //
 // The key goes first, on its own, by a delete guarded by its create
 // revision: that deletion is what the next candidate's watch waits for,
-// and a delete is one Raft write, while etcd takes about twice as long to
-// revoke a lease (measured on etcd 3.6: 1.2 against 0.5 ms on one member,
-// 2.2 against 1.2 ms on three). A lease revoke sent at once behind the
+// and etcd takes about twice as long to revoke a lease as to delete a key
+// (BENCHMARKS.md, "Resign → the waiting candidate's Campaign returns"). A
+// lease revoke sent at once behind the
 // delete would also run while the next candidate reads the queue, and
 // slow that read down: so the emptied lease, which nothing renews any
 // more, is left in the pending list when lease is false, and revoked by the
@@ -728,12 +744,7 @@ func (e *Elector) end(c *candidacy, cause error) {
 // A lease etcd no longer knows counts as revoked. On failure c stays in
 // the pending list, to be retried; meanwhile its lease expires on its own
 // after the TTL, since nothing renews it, and takes the key with it.
-func (e *Elector) release(c *candidacy, ctx context.Context, lease bool) error {
-	if ctx == nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.Background(), e.o.Window())
-		defer cancel()
-	}
+func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 	e.mu.Lock()
 	deleteKey := c.rev != 0 && !c.keyGone
 	e.mu.Unlock()
@@ -790,7 +801,7 @@ func (e *Elector) releasePending(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		_ = e.release(p, ctx, true)
+		_ = e.release(ctx, p, true)
 	}
 }
 
@@ -822,7 +833,7 @@ func (e *Elector) Resign(ctx context.Context) error {
 	for _, p := range pending {
 		// The key of the candidacy just ended goes first, alone (see
 		// release); the leases of earlier ones are revoked.
-		if err := e.release(p, ctx, p != c); err != nil {
+		if err := e.release(ctx, p, p != c); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -857,7 +868,7 @@ func (e *Elector) Close() error {
 	if e.cli.Ctx().Err() == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
 		for _, p := range pending {
-			_ = e.release(p, ctx, true) // logged; the lease expires on its own
+			_ = e.release(ctx, p, true) // logged; the lease expires on its own
 		}
 		cancel()
 	}

@@ -164,5 +164,5 @@ func (e *Elector) oust(c *candidacy, err error) {
 	e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
 	defer cancel()
-	_ = e.release(c, ctx, true) // logged; retried by the next Campaign, Resign or Close
+	_ = e.release(ctx, c, true) // logged; retried by the next Campaign, Resign or Close
 }

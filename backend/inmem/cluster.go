@@ -38,7 +38,7 @@ type Cluster struct {
 	gen     *generation // the nodes built last; nil before the first admission
 	group   map[int]int // the partition, by member number
 
-	kickCh   chan struct{}
+	wakeCh   chan struct{}
 	stopCtrl chan struct{}
 	ctrlDone chan struct{}
 }
@@ -79,7 +79,7 @@ func (g *generation) token(epoch uint64, id classic.ID) uint64 {
 // cluster and every member.
 func NewCluster(alg Algorithm, opts ...ClusterOption) (*Cluster, error) {
 	if alg.newNode == nil {
-		return nil, optErr("inmem.Algorithm", strconv.Quote(alg.name), "use inmem.Ring, inmem.Bully, inmem.LCR, inmem.HS, inmem.Tree or inmem.Zab")
+		return nil, optErr("inmem.Algorithm", strconv.Quote(alg.name), "use one of Algorithms(): "+algorithmNames())
 	}
 	cfg := defaultConfig()
 	for i, opt := range opts {
@@ -95,7 +95,7 @@ func NewCluster(alg Algorithm, opts ...ClusterOption) (*Cluster, error) {
 		alg:      alg,
 		cfg:      cfg,
 		net:      newNetwork(cfg.timing.Latency),
-		kickCh:   make(chan struct{}, 1),
+		wakeCh:   make(chan struct{}, 1),
 		stopCtrl: make(chan struct{}),
 		ctrlDone: make(chan struct{}),
 	}
@@ -170,10 +170,10 @@ func (c *Cluster) startRunnerLocked(e *Elector) *runner {
 	return r
 }
 
-// kick makes the controller look at the gate.
-func (c *Cluster) kick() {
+// wakeController makes the controller look at the gate.
+func (c *Cluster) wakeController() {
 	select {
-	case c.kickCh <- struct{}{}:
+	case c.wakeCh <- struct{}{}:
 	default:
 	}
 }
@@ -185,7 +185,7 @@ func (c *Cluster) control() {
 		select {
 		case <-c.stopCtrl:
 			return
-		case <-c.kickCh:
+		case <-c.wakeCh:
 		}
 		c.ops.Lock()
 		c.admit()
@@ -368,7 +368,7 @@ func (c *Cluster) Crash(e *Elector) error {
 	if r != nil {
 		r.halt()
 	}
-	c.kick()
+	c.wakeController()
 	return nil
 }
 
@@ -401,7 +401,7 @@ func (c *Cluster) Recover(e *Elector) error {
 		ts.lc.End(fmt.Errorf("%w: %s crashed and recovered", election.ErrSessionLost, e.o.ID))
 	}
 	r.call(r.recoverNode)
-	c.kick()
+	c.wakeController()
 	return nil
 }
 

@@ -82,7 +82,7 @@ func campaignBatch(ctx context.Context, c *Cluster, es ...*Elector) chan won {
 		runtime.Gosched()
 	}
 	c.ops.Unlock()
-	c.kick()
+	c.wakeController()
 	return ch
 }
 

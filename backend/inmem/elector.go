@@ -112,7 +112,7 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	cd := newCandidacy()
 	e.cand = cd
 	c.mu.Unlock()
-	c.kick()
+	c.wakeController()
 
 	select {
 	case <-cd.done:
@@ -146,7 +146,7 @@ func (e *Elector) withdraw(cd *candidacy) {
 		e.stepDown(r, cd.term, election.ErrResigned)
 	}
 	c.ops.Unlock()
-	c.kick()
+	c.wakeController()
 }
 
 // stepDown ends ts (if any) with cause and makes the member's node stop
@@ -188,7 +188,7 @@ func (e *Elector) Resign(context.Context) error {
 		e.stepDown(r, cd.term, election.ErrResigned)
 	}
 	c.ops.Unlock()
-	c.kick()
+	c.wakeController()
 	return nil
 }
 
@@ -271,7 +271,7 @@ func (e *Elector) Close() error {
 		r.halt()
 	}
 	c.ops.Unlock()
-	c.kick()
+	c.wakeController()
 	e.wg.Wait() // lease loop (and its hooks), Observe streams
 	return nil
 }
@@ -323,5 +323,5 @@ func (e *Elector) termEnded(ts *termState) {
 	if r != nil && !errors.Is(cause, election.ErrResigned) && !errors.Is(cause, election.ErrClosed) {
 		r.post(func() { r.stepDown(ts, cause) })
 	}
-	c.kick()
+	c.wakeController()
 }

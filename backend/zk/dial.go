@@ -53,8 +53,8 @@ func Dial(ctx context.Context, dc DialConfig, path string, opts ...election.Opti
 	if err != nil {
 		return nil, err
 	}
-	kick := make(chan struct{}, 1)
-	var blip atomic.Bool
+	sessionEvents := make(chan struct{}, 1)
+	var lostSeen atomic.Bool
 	granted := make(chan time.Duration, 1)
 	log := &connLogger{log: o.Logger, granted: granted}
 	conn, _, err := gozk.Connect(dc.Servers, o.TTL, gozk.WithLogger(log), gozk.WithLogInfo(true),
@@ -63,10 +63,10 @@ func Dial(ctx context.Context, dc DialConfig, path string, opts ...election.Opti
 				return
 			}
 			if ev.State == gozk.StateDisconnected || ev.State == gozk.StateExpired {
-				blip.Store(true)
+				lostSeen.Store(true)
 			}
 			select {
-			case kick <- struct{}{}:
+			case sessionEvents <- struct{}{}:
 			default:
 			}
 		}))
@@ -100,8 +100,8 @@ func Dial(ctx context.Context, dc DialConfig, path string, opts ...election.Opti
 		return nil, err
 	}
 	e.ownsConn = true
-	e.kick = kick
-	e.blip = &blip
+	e.sessionEvents = sessionEvents
+	e.lostSeen = &lostSeen
 	return e, nil
 }
 

@@ -59,8 +59,8 @@ func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, er
 
 // begin starts c's Term from a check sent at sent with outcome err.
 func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err error) (*election.Term, error) {
-	if e.blip != nil {
-		e.blip.Store(false) // a disconnect before this Term is not this Term's
+	if e.lostSeen != nil {
+		e.lostSeen.Store(false) // a disconnect before this Term is not this Term's
 	}
 	if err != nil {
 		return nil, e.stopped(ctx, c, err)
@@ -130,7 +130,7 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 			}
 			own = e.watchOwn(c)
 			continue
-		case <-e.kick:
+		case <-e.sessionEvents:
 		case <-poll.C:
 		case <-hold:
 			lc.End(fmt.Errorf("%w: %w: disconnected from ZooKeeper until the session may have expired", election.ErrSessionLost, election.ErrLeaseExpired))
@@ -158,7 +158,7 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 		}
 		// A look at the connection.
 		st, sid := e.conn.State(), e.conn.SessionID()
-		if e.blip != nil && e.blip.Swap(false) && st == gozk.StateHasSession && e.cfg.Policy == StepDownOnDisconnect {
+		if e.lostSeen != nil && e.lostSeen.Swap(false) && st == gozk.StateHasSession && e.cfg.Policy == StepDownOnDisconnect {
 			st = gozk.StateDisconnected // lost and regained between two looks
 		}
 		switch {

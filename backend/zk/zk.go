@@ -27,14 +27,14 @@ const statePoll = 10 * time.Millisecond
 // Elector is one candidate of an election on ZooKeeper. It implements
 // election.Elector; see the package doc for the protocol.
 type Elector struct {
-	conn     *gozk.Conn
-	path     string
-	o        election.Options
-	cfg      Config
-	log      *slog.Logger
-	ownsConn bool          // made by Dial: Close closes it
-	kick     chan struct{} // Dial's session events wake the leader's watch at once
-	blip     *atomic.Bool  // Dial's session events: the connection was lost since the leader last looked
+	conn          *gozk.Conn
+	path          string
+	o             election.Options
+	cfg           Config
+	log           *slog.Logger
+	ownsConn      bool          // made by Dial: Close closes it
+	sessionEvents chan struct{} // Dial's session events wake the leader's watch at once
+	lostSeen      *atomic.Bool  // Dial's session events: the connection was lost since the leader last looked
 
 	gate    *skeleton.Gate  // one Campaign at a time; Close's signal
 	closing <-chan struct{} // gate.Closing()
@@ -61,6 +61,13 @@ type Elector struct {
 }
 
 // candidacy is one node, from Campaign until it is withdrawn.
+//
+// Ending one takes these steps, each named by one verb throughout: halt
+// (stop its goroutines), end (end its Term, if any, then halt), withdraw
+// (it stops being the current candidacy: end, then delete its node), drop
+// (delete a node found orphaned or abandoned), forget (drop its ended Term
+// from e.terms once the hooks are done). A delete that fails stays pending
+// for the reaper.
 type candidacy struct {
 	node    string // full path
 	name    string // child name

@@ -83,7 +83,7 @@ var demoBackends = []demoBackendEntry{
 	{
 		name:       "inmem",
 		summary:    "the classic algorithms run live between goroutines (backend/inmem)",
-		algorithms: []string{"ring", "bully"},
+		algorithms: demoAlgorithms(),
 		open:       openInmem,
 	},
 }
@@ -103,9 +103,9 @@ type inmemDemo struct {
 }
 
 func openInmem(_ context.Context, cfg demoConfig) (demoBackend, error) {
-	alg := inmem.Ring
-	if cfg.Algorithm == "bully" {
-		alg = inmem.Bully
+	alg, err := inmem.AlgorithmNamed(cfg.Algorithm)
+	if err != nil {
+		return nil, err
 	}
 	// The cluster derives its lease TTL from the failure detector:
 	// (TimeoutTicks − 2) ticks, with no network latency. Round the TTL up
@@ -155,3 +155,17 @@ func (d *inmemDemo) Recover(e election.Elector) error {
 }
 
 func (d *inmemDemo) Close() error { return d.c.Close() }
+
+// demoAlgorithms are the inmem algorithms whose runs the story tells: all
+// but the ad hoc tree, where a member that comes back starts an election
+// of its own (its tree merges), so the leader is not kept on recovery as
+// step 4 says.
+func demoAlgorithms() []string {
+	var names []string
+	for _, a := range inmem.Algorithms() {
+		if a.String() != inmem.Tree.String() {
+			names = append(names, a.String())
+		}
+	}
+	return names
+}

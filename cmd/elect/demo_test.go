@@ -180,7 +180,7 @@ func checkStory(t *testing.T, out string, recovery bool) {
 }
 
 func TestDemoInmem(t *testing.T) {
-	for _, alg := range []string{"ring", "bully"} {
+	for _, alg := range demoAlgorithms() {
 		t.Run(alg, func(t *testing.T) {
 			t.Parallel()
 			code, out, errOut := elect(t, "demo", "--backend", "inmem", "--algorithm", alg, "--short")

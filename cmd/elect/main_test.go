@@ -126,7 +126,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"sim", "--trace", "--nodes", "5000"}, "--nodes=5000: --trace prints every message"},
 		{[]string{"sim", "--nodes", "5000", "--crash", "1"}, "--nodes=5000: with --crash the nodes must tick"},
 		{[]string{"demo", "--backend", "zookeeper"}, "--backend=zookeeper: unknown backend; choose etcd or zk or inmem"},
-		{[]string{"demo", "--backend", "inmem", "--algorithm", "paxos"}, "--algorithm=paxos: must be ring or bully"},
+		{[]string{"demo", "--backend", "inmem", "--algorithm", "paxos"}, "--algorithm=paxos: must be one of ring, bully, lcr, hs, zab"},
 		{[]string{"demo", "--algorithm", "ring"}, "--algorithm=ring: the etcd backend has no choice of algorithm"},
 		{[]string{"demo", "--candidates", "1"}, "--candidates=1: must be between 2 and 20"},
 		{[]string{"demo", "--candidates", "21"}, "--candidates=21: must be between 2 and 20"},

@@ -216,14 +216,14 @@ type run struct {
 	killed map[string]int64
 }
 
-func (h *run) logf(format string, args ...any) {
-	fmt.Fprintf(h.log, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+func (r *run) logf(format string, args ...any) {
+	fmt.Fprintf(r.log, "%s  %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
-func (h *run) fault(f nemesis.Fault) {
-	h.mu.Lock()
-	h.faults = append(h.faults, f)
-	h.mu.Unlock()
+func (r *run) fault(f nemesis.Fault) {
+	r.mu.Lock()
+	r.faults = append(r.faults, f)
+	r.mu.Unlock()
 }
 
 // Run runs one seeded mix of faults against cfg.Backend for cfg.Duration,
@@ -251,25 +251,25 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 		return nil, nemesis.Report{}, err
 	}
 	defer reg.Close()
-	h := &run{cfg: cfg, dir: dir, reg: reg, rng: rand.New(rand.NewSource(cfg.Seed)),
+	r := &run{cfg: cfg, dir: dir, reg: reg, rng: rand.New(rand.NewSource(cfg.Seed)),
 		pick: rand.New(rand.NewSource(^cfg.Seed)), log: cfg.Log,
 		storeCut: map[int]bool{}, killed: map[string]int64{}}
 	hist := &nemesis.History{Backend: cfg.Backend, Seed: cfg.Seed, Fenced: !cfg.Unfenced}
-	h.logf("nemesis: backend %s, seed %d, %v, %d candidates, TTL %v, fenced %v, faults %s",
+	r.logf("nemesis: backend %s, seed %d, %v, %d candidates, TTL %v, fenced %v, faults %s",
 		cfg.Backend, cfg.Seed, cfg.Duration, cfg.Candidates, cfg.TTL, !cfg.Unfenced, strings.Join(cfg.Faults, ","))
 	if cfg.Backend == "inmem" {
-		err = h.runInmem(ctx, hist)
+		err = r.runInmem(ctx, hist)
 	} else {
-		err = h.runStore(ctx, hist)
+		err = r.runStore(ctx, hist)
 	}
 	hist.End = mono.Now()
-	h.mu.Lock()
-	hist.Faults = append([]nemesis.Fault(nil), h.faults...)
-	hist.Killed = h.killed
-	h.mu.Unlock()
+	r.mu.Lock()
+	hist.Faults = append([]nemesis.Fault(nil), r.faults...)
+	hist.Killed = r.killed
+	r.mu.Unlock()
 	hist.Writes = reg.Writes()
 	hist.Events = reg.Events()
-	h.logf("history: %d writes, %d events, %d faults", len(hist.Writes), len(hist.Events), len(hist.Faults))
+	r.logf("history: %d writes, %d events, %d faults", len(hist.Writes), len(hist.Events), len(hist.Faults))
 	if err != nil {
 		return hist, nemesis.Report{}, err
 	}
@@ -286,83 +286,83 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 }
 
 // runStore runs the etcd or ZooKeeper variant.
-func (h *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
-	switch h.cfg.Backend {
+func (r *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
+	switch r.cfg.Backend {
 	case "etcd":
-		s, err := startEtcd(filepath.Join(h.dir, "etcd"))
+		s, err := startEtcd(filepath.Join(r.dir, "etcd"))
 		if err != nil {
 			return err
 		}
-		h.st = s
+		r.st = s
 	case "zk":
-		s, err := startZK(filepath.Join(h.dir, "zk"))
+		s, err := startZK(filepath.Join(r.dir, "zk"))
 		if err != nil {
 			return err
 		}
-		h.st = s
+		r.st = s
 	}
-	defer h.st.close()
+	defer r.st.close()
 	defer func() {
 		// Every candidate goes, however the run ends.
-		for _, p := range h.procs {
+		for _, p := range r.procs {
 			p.stop(5 * time.Second)
 		}
 	}()
-	h.logf("store: %s up at %s", h.cfg.Backend, strings.Join(h.st.addrs(), ","))
+	r.logf("store: %s up at %s", r.cfg.Backend, strings.Join(r.st.addrs(), ","))
 	hist.Start = mono.Now()
-	for range h.cfg.Candidates {
-		if _, err := h.spawn(); err != nil {
+	for range r.cfg.Candidates {
+		if _, err := r.spawn(); err != nil {
 			return err
 		}
 	}
-	if _, err := h.awaitLeader(ctx, "", 60*time.Second); err != nil {
+	if _, err := r.awaitLeader(ctx, "", 60*time.Second); err != nil {
 		return fmt.Errorf("no first leader: %w", err)
 	}
-	if err := h.mix(ctx); err != nil {
+	if err := r.mix(ctx); err != nil {
 		return err
 	}
-	h.quiet(ctx)
+	r.quiet(ctx)
 	// Graceful stop: each resigns and sends what it has left to report.
-	for _, p := range h.procs {
+	for _, p := range r.procs {
 		p.stop(15 * time.Second)
 	}
-	h.procs = nil
+	r.procs = nil
 	return ctx.Err()
 }
 
 // spawn starts a fresh candidate with a new ID.
-func (h *run) spawn() (*proc, error) {
-	h.nextID++
-	id := fmt.Sprintf("c%d", h.nextID)
-	p, err := h.startProc(id)
+func (r *run) spawn() (*proc, error) {
+	r.nextID++
+	id := fmt.Sprintf("c%d", r.nextID)
+	p, err := r.startProc(id)
 	if err != nil {
 		return nil, err
 	}
-	h.procs = append(h.procs, p)
+	r.procs = append(r.procs, p)
 	return p, nil
 }
 
 // replaceExited replaces each candidate process that exited on its own (no
 // fault ends a candidate: that is a finding, in its log) by a fresh one.
-func (h *run) replaceExited() {
-	for _, p := range slices.Clone(h.procs) {
+func (r *run) replaceExited() {
+	for _, p := range slices.Clone(r.procs) {
 		select {
 		case <-p.exited:
 		default:
 			continue
 		}
-		h.logf("candidate %s (pid %d) exited on its own (%v): see %s", p.id, p.pid(), p.cmd.ProcessState,
-			filepath.Join(h.dir, "candidate-"+p.id+".log"))
+		r.logf("candidate %s (pid %d) exited on its own (%v): see %s", p.id, p.pid(), p.cmd.ProcessState,
+			filepath.Join(r.dir, "candidate-"+p.id+".log"))
 		p.closeProxies()
-		h.procs = slices.DeleteFunc(h.procs, func(q *proc) bool { return q == p })
-		if q, err := h.spawn(); err == nil {
-			h.logf("%s replaces %s", q.id, p.id)
+		r.procs = slices.DeleteFunc(r.procs, func(q *proc) bool { return q == p })
+		if q, err := r.spawn(); err == nil {
+			r.logf("%s replaces %s", q.id, p.id)
 		}
 	}
 }
 
-func (h *run) procByID(id string) *proc {
-	for _, p := range h.procs {
+func (r *run) procByID(id string) *proc {
+	for _, p := range r.procs {
 		if p.id == id {
 			return p
 		}
@@ -372,13 +372,13 @@ func (h *run) procByID(id string) *proc {
 
 // awaitLeader waits until the register names a leader other than not, for
 // at most timeout, and returns its Elected event.
-func (h *run) awaitLeader(ctx context.Context, not string, timeout time.Duration) (nemesis.Event, error) {
-	ch, cancel := h.reg.Subscribe()
+func (r *run) awaitLeader(ctx context.Context, not string, timeout time.Duration) (nemesis.Event, error) {
+	ch, cancel := r.reg.Subscribe()
 	defer cancel()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	for {
-		if ev, ok := h.reg.Leader(); ok && ev.Candidate != not && !h.wasKilled(ev.Candidate) {
+		if ev, ok := r.reg.Leader(); ok && ev.Candidate != not && !r.wasKilled(ev.Candidate) {
 			return ev, nil
 		}
 		select {
@@ -391,10 +391,10 @@ func (h *run) awaitLeader(ctx context.Context, not string, timeout time.Duration
 	}
 }
 
-func (h *run) wasKilled(id string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.killed[id]
+func (r *run) wasKilled(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.killed[id]
 	return ok
 }
 
@@ -412,25 +412,25 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // between returns a duration in [lo, hi) from the seed.
-func (h *run) between(lo, hi time.Duration) time.Duration {
+func (r *run) between(lo, hi time.Duration) time.Duration {
 	if hi <= lo {
 		return lo
 	}
-	return lo + time.Duration(h.rng.Int63n(int64(hi-lo)))
+	return lo + time.Duration(r.rng.Int63n(int64(hi-lo)))
 }
 
 // mix injects faults for cfg.Duration: each cycle goes through every kind
 // once, in an order the seed shuffles, with a quiet gap before each fault
 // (see Config.Gap).
-func (h *run) mix(ctx context.Context) error { return h.mixWith(ctx, h.inject) }
+func (r *run) mix(ctx context.Context) error { return r.mixWith(ctx, r.inject) }
 
-func (h *run) mixWith(ctx context.Context, inject func(ctx context.Context, kind string) error) error {
-	end := time.Now().Add(h.cfg.Duration)
+func (r *run) mixWith(ctx context.Context, inject func(ctx context.Context, kind string) error) error {
+	end := time.Now().Add(r.cfg.Duration)
 	var order []string
 	for time.Now().Before(end) {
-		gap := h.between(h.cfg.TTL/2, h.cfg.TTL+time.Second)
-		if h.cfg.Gap > 0 {
-			gap = h.between(0, h.cfg.Gap)
+		gap := r.between(r.cfg.TTL/2, r.cfg.TTL+time.Second)
+		if r.cfg.Gap > 0 {
+			gap = r.between(0, r.cfg.Gap)
 		}
 		if err := sleep(ctx, gap); err != nil {
 			return err
@@ -439,17 +439,17 @@ func (h *run) mixWith(ctx context.Context, inject func(ctx context.Context, kind
 			break
 		}
 		if len(order) == 0 {
-			order = slices.Clone(h.cfg.Faults)
-			h.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			order = slices.Clone(r.cfg.Faults)
+			r.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		}
 		kind := order[0]
 		order = order[1:]
-		h.replaceExited()
+		r.replaceExited()
 		if err := inject(ctx, kind); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			h.logf("%s: not injected: %v", kind, err)
+			r.logf("%s: not injected: %v", kind, err)
 		}
 	}
 	return nil
@@ -457,90 +457,90 @@ func (h *run) mixWith(ctx context.Context, inject func(ctx context.Context, kind
 
 // target returns the current leader's process, or, when no leader is
 // reported or its process is not one of ours, a random candidate.
-func (h *run) target(preferLeader bool) *proc {
+func (r *run) target(preferLeader bool) *proc {
 	if preferLeader {
-		if ev, ok := h.reg.Leader(); ok {
-			if p := h.procByID(ev.Candidate); p != nil {
+		if ev, ok := r.reg.Leader(); ok {
+			if p := r.procByID(ev.Candidate); p != nil {
 				return p
 			}
 		}
 	}
-	return h.procs[h.pick.Intn(len(h.procs))]
+	return r.procs[r.pick.Intn(len(r.procs))]
 }
 
-func (h *run) inject(ctx context.Context, kind string) error {
+func (r *run) inject(ctx context.Context, kind string) error {
 	switch kind {
 	case Kill:
-		return h.kill(ctx)
+		return r.kill(ctx)
 	case Pause:
-		return h.pause(ctx)
+		return r.pause(ctx)
 	case Cut:
-		return h.cut(ctx)
+		return r.cut(ctx)
 	case StoreKill:
-		return h.storeKill(ctx)
+		return r.storeKill(ctx)
 	case StoreCut:
-		return h.storeCutFault(ctx)
+		return r.storeCutFault(ctx)
 	case Expire:
-		return h.expire(ctx)
+		return r.expire(ctx)
 	case Garbage:
-		return h.garbage(ctx)
+		return r.garbage(ctx)
 	case Operator:
-		return h.operator(ctx)
+		return r.operator(ctx)
 	}
 	return fmt.Errorf("unknown fault %q", kind)
 }
 
 // kill: SIGKILL the leader, and start a fresh candidate in its place.
-func (h *run) kill(ctx context.Context) error {
-	p := h.target(true)
+func (r *run) kill(ctx context.Context) error {
+	p := r.target(true)
 	pid := p.pid()
 	start := mono.Now()
 	if err := p.signal(syscall.SIGKILL); err != nil {
 		return err
 	}
-	h.mu.Lock()
-	h.killed[p.id] = start
-	h.mu.Unlock()
+	r.mu.Lock()
+	r.killed[p.id] = start
+	r.mu.Unlock()
 	<-p.exited
 	p.closeProxies()
-	h.procs = slices.DeleteFunc(h.procs, func(q *proc) bool { return q == p })
-	h.fault(nemesis.Fault{Kind: Kill, Target: p.id, PID: pid, Start: start})
-	q, err := h.spawn()
+	r.procs = slices.DeleteFunc(r.procs, func(q *proc) bool { return q == p })
+	r.fault(nemesis.Fault{Kind: Kill, Target: p.id, PID: pid, Start: start})
+	q, err := r.spawn()
 	if err != nil {
 		return err
 	}
-	h.logf("kill: SIGKILL %s (pid %d); %s replaces it", p.id, pid, q.id)
+	r.logf("kill: SIGKILL %s (pid %d); %s replaces it", p.id, pid, q.id)
 	return nil
 }
 
 // pause: SIGSTOP the leader for longer than the TTL — until another
 // candidate leads, within a bound — then SIGCONT.
-func (h *run) pause(ctx context.Context) error {
-	p := h.target(true)
+func (r *run) pause(ctx context.Context) error {
+	p := r.target(true)
 	pid := p.pid()
 	start := mono.Now()
 	if err := p.signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
-	minHold := h.cfg.TTL + h.between(500*time.Millisecond, h.cfg.TTL)
+	minHold := r.cfg.TTL + r.between(500*time.Millisecond, r.cfg.TTL)
 	_ = sleep(ctx, minHold)
-	next, err := h.awaitLeader(ctx, p.id, FailoverBound(h.cfg.TTL))
+	next, err := r.awaitLeader(ctx, p.id, FailoverBound(r.cfg.TTL))
 	if err == nil {
 		// Let the next leader write for a moment before p resumes.
-		_ = h.awaitWrites(ctx, next.Candidate, 3, h.cfg.TTL)
+		_ = r.awaitWrites(ctx, next.Candidate, 3, r.cfg.TTL)
 	}
 	_ = p.signal(syscall.SIGCONT)
-	h.fault(nemesis.Fault{Kind: Pause, Target: p.id, PID: pid, Start: start, End: mono.Now()})
-	h.logf("pause: SIGSTOP %s (pid %d) for %v; next leader %q", p.id, pid, time.Duration(mono.Now()-start).Round(time.Millisecond), next.Candidate)
+	r.fault(nemesis.Fault{Kind: Pause, Target: p.id, PID: pid, Start: start, End: mono.Now()})
+	r.logf("pause: SIGSTOP %s (pid %d) for %v; next leader %q", p.id, pid, time.Duration(mono.Now()-start).Round(time.Millisecond), next.Candidate)
 	return ctx.Err()
 }
 
 // awaitWrites waits until client has n more accepted writes, for at most
 // timeout.
-func (h *run) awaitWrites(ctx context.Context, client string, n int, timeout time.Duration) error {
+func (r *run) awaitWrites(ctx context.Context, client string, n int, timeout time.Duration) error {
 	count := func() int {
 		c := 0
-		for _, w := range h.reg.Writes() {
+		for _, w := range r.reg.Writes() {
 			if w.Client == client && w.OK {
 				c++
 			}
@@ -562,88 +562,88 @@ func (h *run) awaitWrites(ctx context.Context, client string, n int, timeout tim
 
 // cut: blackhole a candidate's proxies (the leader's, two times in three)
 // for longer than the TTL, then heal.
-func (h *run) cut(ctx context.Context) error {
-	p := h.target(h.rng.Intn(3) < 2)
+func (r *run) cut(ctx context.Context) error {
+	p := r.target(r.rng.Intn(3) < 2)
 	start := mono.Now()
 	p.cut()
-	d := h.cfg.TTL + h.between(500*time.Millisecond, h.cfg.TTL+500*time.Millisecond)
+	d := r.cfg.TTL + r.between(500*time.Millisecond, r.cfg.TTL+500*time.Millisecond)
 	_ = sleep(ctx, d)
 	p.heal()
-	h.fault(nemesis.Fault{Kind: Cut, Target: p.id, PID: p.pid(), Start: start, End: mono.Now()})
-	h.logf("cut: %s off the store for %v", p.id, d.Round(time.Millisecond))
+	r.fault(nemesis.Fault{Kind: Cut, Target: p.id, PID: p.pid(), Start: start, End: mono.Now()})
+	r.logf("cut: %s off the store for %v", p.id, d.Round(time.Millisecond))
 	return ctx.Err()
 }
 
 // storeKill: stop the store's leader member/server, and restart it.
-func (h *run) storeKill(ctx context.Context) error {
-	i := h.st.leader()
+func (r *run) storeKill(ctx context.Context) error {
+	i := r.st.leader()
 	if i < 0 {
-		i = h.pick.Intn(len(h.st.addrs()))
+		i = r.pick.Intn(len(r.st.addrs()))
 	}
-	name := h.st.memberName(i)
+	name := r.st.memberName(i)
 	start := mono.Now()
-	if err := h.st.stopMember(i); err != nil {
+	if err := r.st.stopMember(i); err != nil {
 		return err
 	}
-	d := h.between(h.cfg.TTL/2, 2*h.cfg.TTL)
+	d := r.between(r.cfg.TTL/2, 2*r.cfg.TTL)
 	_ = sleep(ctx, d)
 	var err error
 	for range 3 { // a port taken meanwhile, a slow start: try again
-		if err = h.st.startMember(i); err == nil {
+		if err = r.st.startMember(i); err == nil {
 			break
 		}
-		h.logf("store-kill: restarting %s: %v", name, err)
+		r.logf("store-kill: restarting %s: %v", name, err)
 	}
-	h.fault(nemesis.Fault{Kind: StoreKill, Target: name, Start: start, End: mono.Now()})
-	h.logf("store-kill: %s down for %v, restarted (err %v)", name, d.Round(time.Millisecond), err)
+	r.fault(nemesis.Fault{Kind: StoreKill, Target: name, Start: start, End: mono.Now()})
+	r.logf("store-kill: %s down for %v, restarted (err %v)", name, d.Round(time.Millisecond), err)
 	return err
 }
 
 // storeCutFault: cut every candidate off from the store's leader
 // member/server; heal.
-func (h *run) storeCutFault(ctx context.Context) error {
-	i := h.st.leader()
+func (r *run) storeCutFault(ctx context.Context) error {
+	i := r.st.leader()
 	if i < 0 {
-		i = h.pick.Intn(len(h.st.addrs()))
+		i = r.pick.Intn(len(r.st.addrs()))
 	}
-	name := h.st.memberName(i)
+	name := r.st.memberName(i)
 	start := mono.Now()
-	h.storeCut[i] = true
-	for _, p := range h.procs {
+	r.storeCut[i] = true
+	for _, p := range r.procs {
 		p.proxies[i].Cut()
 	}
-	d := h.between(h.cfg.TTL, 2*h.cfg.TTL+time.Second)
+	d := r.between(r.cfg.TTL, 2*r.cfg.TTL+time.Second)
 	_ = sleep(ctx, d)
-	delete(h.storeCut, i)
-	for _, p := range h.procs {
+	delete(r.storeCut, i)
+	for _, p := range r.procs {
 		p.proxies[i].Reset()
 		p.proxies[i].Heal()
 	}
-	h.fault(nemesis.Fault{Kind: StoreCut, Target: name, Start: start, End: mono.Now()})
-	h.logf("store-cut: candidates off %s for %v", name, d.Round(time.Millisecond))
+	r.fault(nemesis.Fault{Kind: StoreCut, Target: name, Start: start, End: mono.Now()})
+	r.logf("store-cut: candidates off %s for %v", name, d.Round(time.Millisecond))
 	return ctx.Err()
 }
 
 // expire ends a waiting candidate's session.
-func (h *run) expire(ctx context.Context) error {
+func (r *run) expire(ctx context.Context) error {
 	leader := ""
-	if ev, ok := h.reg.Leader(); ok {
+	if ev, ok := r.reg.Leader(); ok {
 		leader = ev.Candidate
 	}
 	start := mono.Now()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	id, ok, err := h.st.expire(octx, h.pick, leader)
+	id, ok, err := r.st.expire(octx, r.pick, leader)
 	cancel()
 	if ok {
 		if err != nil {
 			return err
 		}
-		h.fault(nemesis.Fault{Kind: Expire, Target: id, Start: start, End: mono.Now()})
-		h.logf("expire: revoked the lease of %s", id)
+		r.fault(nemesis.Fault{Kind: Expire, Target: id, Start: start, End: mono.Now()})
+		r.logf("expire: revoked the lease of %s", id)
 		return nil
 	}
 	var ws []*proc
-	for _, p := range h.procs {
+	for _, p := range r.procs {
 		if p.id != leader {
 			ws = append(ws, p)
 		}
@@ -651,24 +651,24 @@ func (h *run) expire(ctx context.Context) error {
 	if len(ws) == 0 {
 		return errors.New("no waiting candidate")
 	}
-	p := ws[h.pick.Intn(len(ws))]
+	p := ws[r.pick.Intn(len(ws))]
 	p.cut()
 	// Past the session timeout (= TTL) and one server tick.
-	d := h.cfg.TTL + 1500*time.Millisecond
+	d := r.cfg.TTL + 1500*time.Millisecond
 	_ = sleep(ctx, d)
 	p.heal()
-	h.fault(nemesis.Fault{Kind: Expire, Target: p.id, PID: p.pid(), Start: start, End: mono.Now()})
-	h.logf("expire: %s cut off for %v, past its session timeout", p.id, d)
+	r.fault(nemesis.Fault{Kind: Expire, Target: p.id, PID: p.pid(), Start: start, End: mono.Now()})
+	r.logf("expire: %s cut off for %v, past its session timeout", p.id, d)
 	return ctx.Err()
 }
 
 // garbage writes stray entries under the election prefix, leaves them for
 // a while, and removes them.
-func (h *run) garbage(ctx context.Context) error {
-	d := h.between(h.cfg.TTL/2, 2*h.cfg.TTL) // drawn whatever happens next
+func (r *run) garbage(ctx context.Context) error {
+	d := r.between(r.cfg.TTL/2, 2*r.cfg.TTL) // drawn whatever happens next
 	start := mono.Now()
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	remove, err := h.st.garbage(gctx, h.pick)
+	remove, err := r.st.garbage(gctx, r.pick)
 	cancel()
 	if remove == nil {
 		return err
@@ -677,22 +677,22 @@ func (h *run) garbage(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	rerr := remove(rctx)
 	cancel()
-	h.fault(nemesis.Fault{Kind: Garbage, Target: h.st.election(), Start: start, End: mono.Now()})
-	h.logf("garbage: stray entries under %s for %v (errors: %v)", h.st.election(), d.Round(time.Millisecond), errors.Join(err, rerr))
+	r.fault(nemesis.Fault{Kind: Garbage, Target: r.st.election(), Start: start, End: mono.Now()})
+	r.logf("garbage: stray entries under %s for %v (errors: %v)", r.st.election(), d.Round(time.Millisecond), errors.Join(err, rerr))
 	return nil
 }
 
 // quiet waits after the last fault until a leader is elected and has
 // written, within twice the failover bound: the period P6 is checked on.
-func (h *run) quiet(ctx context.Context) {
-	bound := FailoverBound(h.cfg.TTL)
-	ev, err := h.awaitLeader(ctx, "", 2*bound)
+func (r *run) quiet(ctx context.Context) {
+	bound := FailoverBound(r.cfg.TTL)
+	ev, err := r.awaitLeader(ctx, "", 2*bound)
 	if err != nil {
-		h.logf("quiet: %v", err)
+		r.logf("quiet: %v", err)
 		return
 	}
-	_ = h.awaitWrites(ctx, ev.Candidate, 5, bound)
-	h.logf("quiet: %s leads (token %d)", ev.Candidate, ev.Token)
+	_ = r.awaitWrites(ctx, ev.Candidate, 5, bound)
+	r.logf("quiet: %s leads (token %d)", ev.Candidate, ev.Token)
 }
 
 // BuildElect builds the elect command into dir and returns the binary's

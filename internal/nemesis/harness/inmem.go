@@ -21,10 +21,10 @@ const (
 // runInmem runs the in-process variant: backend/inmem's Zab (its leader
 // carries an epoch token and needs a majority), candidates as goroutines
 // of this process writing to the register directly.
-func (h *run) runInmem(ctx context.Context, hist *nemesis.History) error {
+func (r *run) runInmem(ctx context.Context, hist *nemesis.History) error {
 	// The cluster's lease TTL is (TimeoutTicks − 2) ticks − 2 × latency:
 	// the smallest one of at least cfg.TTL.
-	ticks := int((h.cfg.TTL+2*inmemLatency+inmemTick-1)/inmemTick) + 2
+	ticks := int((r.cfg.TTL+2*inmemLatency+inmemTick-1)/inmemTick) + 2
 	c, err := inmem.NewCluster(inmem.Zab, inmem.WithTick(inmemTick), inmem.WithTimeoutTicks(ticks),
 		inmem.WithLatency(inmemLatency))
 	if err != nil {
@@ -39,9 +39,9 @@ func (h *run) runInmem(ctx context.Context, hist *nemesis.History) error {
 	members := map[string]*inmem.Elector{}
 	var all []*inmem.Elector
 	hist.Start = mono.Now()
-	for i := range h.cfg.Candidates {
+	for i := range r.cfg.Candidates {
 		id := fmt.Sprintf("m%d", i+1)
-		cand := newCandidate(id, 0, h.cfg.Work, localSink{r: h.reg, client: id})
+		cand := newCandidate(id, 0, r.cfg.Work, localSink{r: r.reg, client: id})
 		e, err := c.Join(election.WithID(id), election.WithAfterRenew(cand.afterRenew))
 		if err != nil {
 			return err
@@ -56,21 +56,21 @@ func (h *run) runInmem(ctx context.Context, hist *nemesis.History) error {
 		}()
 	}
 	leader := func() (string, *inmem.Elector) {
-		if ev, ok := h.reg.Leader(); ok {
+		if ev, ok := r.reg.Leader(); ok {
 			if e := members[ev.Candidate]; e != nil {
 				return ev.Candidate, e
 			}
 		}
-		i := h.pick.Intn(len(all))
+		i := r.pick.Intn(len(all))
 		return all[i].ID(), all[i]
 	}
-	if _, err := h.awaitLeader(ctx, "", 30*time.Second); err != nil {
+	if _, err := r.awaitLeader(ctx, "", 30*time.Second); err != nil {
 		return fmt.Errorf("no first leader: %w", err)
 	}
 	inject := func(ctx context.Context, kind string) error {
 		id, e := leader()
 		start := mono.Now()
-		d := h.cfg.TTL + h.between(500*time.Millisecond, h.cfg.TTL+time.Second)
+		d := r.cfg.TTL + r.between(500*time.Millisecond, r.cfg.TTL+time.Second)
 		switch kind {
 		case Crash:
 			if err := c.Crash(e); err != nil {
@@ -97,14 +97,14 @@ func (h *run) runInmem(ctx context.Context, hist *nemesis.History) error {
 		default:
 			return fmt.Errorf("unknown fault %q", kind)
 		}
-		h.fault(nemesis.Fault{Kind: kind, Target: id, Start: start, End: mono.Now()})
-		h.logf("%s: %s for %v", kind, id, d.Round(time.Millisecond))
+		r.fault(nemesis.Fault{Kind: kind, Target: id, Start: start, End: mono.Now()})
+		r.logf("%s: %s for %v", kind, id, d.Round(time.Millisecond))
 		return ctx.Err()
 	}
-	if err := h.mixWith(ctx, inject); err != nil {
+	if err := r.mixWith(ctx, inject); err != nil {
 		return err
 	}
-	h.quiet(ctx)
+	r.quiet(ctx)
 	stop()
 	wg.Wait()
 	if ctx.Err() != nil {

@@ -28,18 +28,18 @@ import (
 // that process can no longer act, but the checkers count a killed
 // leader's Term valid until its deadline, as they must not know it is
 // dead; a paused leader's key removed is the case fencing is for.
-func (h *run) operator(ctx context.Context) error {
+func (r *run) operator(ctx context.Context) error {
 	// The undo's delay is drawn first, whatever the action and whether
 	// one is done: the schedule's draws must not depend on the run.
-	d := h.between(h.cfg.TTL/2, 2*h.cfg.TTL)
-	ev, err := h.awaitLeader(ctx, "", FailoverBound(h.cfg.TTL))
+	d := r.between(r.cfg.TTL/2, 2*r.cfg.TTL)
+	ev, err := r.awaitLeader(ctx, "", FailoverBound(r.cfg.TTL))
 	if err != nil {
 		return fmt.Errorf("no live leader: %w", err)
 	}
 	leader := ev.Candidate
 	start := mono.Now()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	what, undo, err := h.st.operator(octx, h.pick, leader)
+	what, undo, err := r.st.operator(octx, r.pick, leader)
 	cancel()
 	if err != nil {
 		if undo != nil {
@@ -57,8 +57,8 @@ func (h *run) operator(ctx context.Context) error {
 		err = undo(uctx)
 		cancel()
 	}
-	h.fault(nemesis.Fault{Kind: Operator, Target: what, Start: start, End: mono.Now()})
-	h.logf("operator: %s (leader %q; undone after %v, err %v)", what, leader, d.Round(time.Millisecond), err)
+	r.fault(nemesis.Fault{Kind: Operator, Target: what, Start: start, End: mono.Now()})
+	r.logf("operator: %s (leader %q; undone after %v, err %v)", what, leader, d.Round(time.Millisecond), err)
 	return nil
 }
 

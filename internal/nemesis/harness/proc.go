@@ -26,39 +26,39 @@ type proc struct {
 	paused bool
 }
 
-// startProc starts candidate id as an OS process of h.cfg.Bin, connected to
+// startProc starts candidate id as an OS process of r.cfg.Bin, connected to
 // the store through fresh proxies (cut at once for the members in cut).
-func (h *run) startProc(id string) (*proc, error) {
+func (r *run) startProc(id string) (*proc, error) {
 	p := &proc{id: id, exited: make(chan struct{})}
 	var eps []string
-	for i, addr := range h.st.addrs() {
+	for i, addr := range r.st.addrs() {
 		px, err := faultproxy.Start(addr)
 		if err != nil {
 			p.closeProxies()
 			return nil, fmt.Errorf("proxy to %s: %w", addr, err)
 		}
-		if h.storeCut[i] {
+		if r.storeCut[i] {
 			px.Cut()
 		}
 		p.proxies = append(p.proxies, px)
-		eps = append(eps, h.st.endpoint(px.Addr))
+		eps = append(eps, r.st.endpoint(px.Addr))
 	}
-	logf, err := os.OpenFile(filepath.Join(h.dir, "candidate-"+id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	logf, err := os.OpenFile(filepath.Join(r.dir, "candidate-"+id+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		p.closeProxies()
 		return nil, err
 	}
-	cmd := exec.Command(h.cfg.Bin, "nemesis-candidate",
-		"--backend", h.cfg.Backend,
+	cmd := exec.Command(r.cfg.Bin, "nemesis-candidate",
+		"--backend", r.cfg.Backend,
 		"--endpoints", strings.Join(eps, ","),
-		"--name", h.st.election(),
+		"--name", r.st.election(),
 		"--id", id,
-		"--ttl", h.cfg.TTL.String(),
-		"--register", h.reg.Addr(),
-		"--work", h.cfg.Work.String(),
+		"--ttl", r.cfg.TTL.String(),
+		"--register", r.reg.Addr(),
+		"--work", r.cfg.Work.String(),
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if user, pw := h.st.credentials(); user != "" {
+	if user, pw := r.st.credentials(); user != "" {
 		cmd.Env = append(os.Environ(), EnvUser+"="+user, EnvPassword+"="+pw)
 	}
 	cmd.SysProcAttr = procAttr()
