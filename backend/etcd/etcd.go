@@ -337,33 +337,17 @@ func (e *Elector) awaitGuard(ctx context.Context, c *candidacy) error {
 
 // interrupted reports why waiting must stop, or nil.
 func (e *Elector) interrupted(ctx context.Context, c *candidacy) error {
-	select {
-	case <-e.closing:
-		return election.ErrClosed
-	case <-c.lost:
-		return c.lostErr
-	default:
-	}
-	select {
-	case <-c.stop:
-		return election.ErrResigned
-	default:
-	}
-	return ctx.Err()
+	return e.waiting(c).Interrupted(ctx)
+}
+
+// waiting is what ends c's waits besides ctx.
+func (e *Elector) waiting(c *candidacy) skeleton.Waiting {
+	return skeleton.Waiting{Closing: e.closing, Stop: c.stop, Lost: c.lost, LostErr: func() error { return c.lostErr }}
 }
 
 // pause waits d, or less if waiting must stop.
 func (e *Elector) pause(ctx context.Context, c *candidacy, d time.Duration) error {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-	case <-ctx.Done():
-	case <-e.closing:
-	case <-c.stop:
-	case <-c.lost:
-	}
-	return e.interrupted(ctx, c)
+	return e.waiting(c).Pause(ctx, d)
 }
 
 // predecessor returns the key just ahead of c's (the leased key with the

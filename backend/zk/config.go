@@ -71,7 +71,11 @@ func CreatorOnly(others int32) []gozk.ACL {
 	return acl
 }
 
-func (c *Config) validate() error {
+// Validate reports the first refused setting as an *election.OptionError
+// (wrapping election.ErrInvalidOption) that names it and its value, as
+// election.Options.Validate does for the shared options. New, NewConfig
+// and Dial call it.
+func (c Config) Validate() error {
 	if c.Policy != StepDownOnDisconnect && c.Policy != HoldUntilDeadline {
 		return &election.OptionError{Field: "Policy", Value: fmt.Sprint(int(c.Policy)), Reason: "must be StepDownOnDisconnect or HoldUntilDeadline"}
 	}
@@ -82,11 +86,16 @@ func (c *Config) validate() error {
 			}
 		}
 	}
+	return nil
+}
+
+// withDefaults returns c with every unset setting at its default.
+func (c Config) withDefaults() Config {
 	if c.PathACL == nil {
 		c.PathACL = gozk.WorldACL(gozk.PermAll)
 	}
 	if c.NodeACL == nil {
 		c.NodeACL = gozk.WorldACL(gozk.PermAll)
 	}
-	return nil
+	return c
 }

@@ -46,9 +46,10 @@ func Dial(ctx context.Context, dc DialConfig, path string, opts ...election.Opti
 		return nil, err
 	}
 	cfg := dc.Config
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	o, err := election.NewOptions(opts...)
 	if err != nil {
 		return nil, err

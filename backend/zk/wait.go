@@ -9,6 +9,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/skeleton"
 )
 
 // wait waits until c's node heads the order, then confirms it and starts
@@ -157,19 +158,16 @@ func (e *Elector) waitGone(ctx context.Context, c *candidacy, pred string) (gone
 
 // interrupted reports why waiting must stop, or nil. c may be nil.
 func (e *Elector) interrupted(ctx context.Context, c *candidacy) error {
-	select {
-	case <-e.closing:
-		return election.ErrClosed
-	default:
-	}
+	return e.waiting(c).Interrupted(ctx)
+}
+
+// waiting is what ends c's waits besides ctx. c may be nil.
+func (e *Elector) waiting(c *candidacy) skeleton.Waiting {
+	w := skeleton.Waiting{Closing: e.closing}
 	if c != nil {
-		select {
-		case <-c.stop:
-			return election.ErrResigned
-		default:
-		}
+		w.Stop = c.stop
 	}
-	return ctx.Err()
+	return w
 }
 
 // stopped turns the error of an abandoned request into why waiting stops.
@@ -192,17 +190,5 @@ func (e *Elector) transient(ctx context.Context, c *candidacy, err error) error 
 
 // pause waits d, or less if waiting must stop. c may be nil.
 func (e *Elector) pause(ctx context.Context, c *candidacy, d time.Duration) error {
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	var stop chan struct{}
-	if c != nil {
-		stop = c.stop
-	}
-	select {
-	case <-tm.C:
-	case <-ctx.Done():
-	case <-e.closing:
-	case <-stop:
-	}
-	return e.interrupted(ctx, c)
+	return e.waiting(c).Pause(ctx, d)
 }

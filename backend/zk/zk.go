@@ -107,9 +107,10 @@ func NewConfig(conn *gozk.Conn, path string, cfg Config, opts ...election.Option
 	if err := validatePath(path); err != nil {
 		return nil, err
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	o, err := election.NewOptions(opts...)
 	if err != nil {
 		return nil, err

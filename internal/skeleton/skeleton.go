@@ -9,6 +9,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/electkit/election"
 )
@@ -114,4 +115,48 @@ func (ts *Terms) EndAll(cause error) {
 		lc.End(cause)
 		lc.Wait()
 	}
+}
+
+// Waiting is what ends a wait of a candidacy besides its ctx: Close, the
+// candidacy withdrawn (Stop), and the store taking it (Lost, with LostErr
+// saying why). A nil channel never fires.
+type Waiting struct {
+	Closing, Stop, Lost <-chan struct{}
+	LostErr             func() error
+}
+
+// Interrupted reports why waiting must stop, or nil: election.ErrClosed
+// after Close, LostErr() once Lost is closed, election.ErrResigned once
+// Stop is, else ctx.Err(); checked in that order.
+func (w Waiting) Interrupted(ctx context.Context) error {
+	select {
+	case <-w.Closing:
+		return election.ErrClosed
+	default:
+	}
+	select {
+	case <-w.Lost:
+		return w.LostErr()
+	default:
+	}
+	select {
+	case <-w.Stop:
+		return election.ErrResigned
+	default:
+	}
+	return ctx.Err()
+}
+
+// Pause waits d, or less if waiting must stop, and returns Interrupted.
+func (w Waiting) Pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-w.Closing:
+	case <-w.Stop:
+	case <-w.Lost:
+	}
+	return w.Interrupted(ctx)
 }

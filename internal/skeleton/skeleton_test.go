@@ -95,3 +95,31 @@ func TestTerms(t *testing.T) {
 		}
 	})
 }
+
+func TestWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		closing, stop, lost := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		errLost := errors.New("lease gone")
+		w := Waiting{Closing: closing, Stop: stop, Lost: lost, LostErr: func() error { return errLost }}
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := w.Pause(ctx, time.Second); err != nil {
+			t.Fatalf("Pause with nothing closed = %v", err)
+		}
+		close(stop)
+		if err := w.Pause(ctx, time.Hour); !errors.Is(err, election.ErrResigned) {
+			t.Errorf("after Stop: %v, want ErrResigned", err)
+		}
+		close(lost)
+		if err := w.Interrupted(ctx); err != errLost {
+			t.Errorf("after Lost: %v, want LostErr's", err)
+		}
+		close(closing)
+		if err := w.Interrupted(ctx); !errors.Is(err, election.ErrClosed) {
+			t.Errorf("after Close: %v, want ErrClosed", err)
+		}
+		cancel()
+		if err := (Waiting{}).Pause(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+			t.Errorf("zero Waiting, ctx canceled: %v", err)
+		}
+	})
+}
