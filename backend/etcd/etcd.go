@@ -695,12 +695,7 @@ func (e *Elector) end(c *candidacy, cause error) {
 	e.mu.Lock()
 	lc := c.lc
 	e.mu.Unlock()
-	if lc != nil {
-		if cause == nil {
-			cause = election.ErrResigned
-		}
-		lc.End(cause)
-	}
+	skeleton.EndTerm(lc, cause)
 	c.halt()
 }
 

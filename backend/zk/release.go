@@ -8,8 +8,8 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
-	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/skeleton"
 )
 
 // withdraw ends c if it is still the current candidacy: its Term first (P3:
@@ -42,12 +42,7 @@ func (e *Elector) end(c *candidacy, cause error) {
 	e.mu.Lock()
 	lc := c.lc
 	e.mu.Unlock()
-	if lc != nil {
-		if cause == nil {
-			cause = election.ErrResigned
-		}
-		lc.End(cause)
-	}
+	skeleton.EndTerm(lc, cause)
 	c.halt()
 }
 

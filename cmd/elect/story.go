@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/clock"
 )
 
 // demoCand is one candidate of the story.
@@ -317,14 +318,10 @@ func (s *story) dwell(ctx context.Context) error {
 	if s.pause <= 0 {
 		return nil
 	}
-	t := time.NewTimer(s.pause)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !clock.Sleep(ctx, s.pause) {
 		return ctx.Err()
 	}
+	return nil
 }
 
 func (s *story) cand(id string) *demoCand {

@@ -160,3 +160,15 @@ func (w Waiting) Pause(ctx context.Context, d time.Duration) error {
 	}
 	return w.Interrupted(ctx)
 }
+
+// EndTerm ends the Term of lc, if any, with cause (election.ErrResigned
+// when nil); a Term already ended keeps its cause.
+func EndTerm(lc *election.LeaseClock, cause error) {
+	if lc == nil {
+		return
+	}
+	if cause == nil {
+		cause = election.ErrResigned
+	}
+	lc.End(cause)
+}

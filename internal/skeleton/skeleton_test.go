@@ -93,6 +93,12 @@ func TestTerms(t *testing.T) {
 		if !errors.Is(t1.Err(), election.ErrResigned) {
 			t.Errorf("an ended Term's cause changed to %v", t1.Err())
 		}
+		t3, lc3 := election.NewTerm(o, election.Leader{ID: "a", Token: 3}, time.Now())
+		EndTerm(nil, nil) // no Term: nothing to do
+		EndTerm(lc3, nil)
+		if !errors.Is(t3.Err(), election.ErrResigned) {
+			t.Errorf("EndTerm with no cause: %v, want ErrResigned", t3.Err())
+		}
 	})
 }
 

@@ -56,6 +56,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/mono"
 	"github.com/electkit/election/internal/nemesis"
 )
@@ -401,14 +402,10 @@ func (r *run) wasKilled(id string) bool {
 // sleep waits d or until ctx ends: the length of a fault or a gap, chosen
 // by the seed; not a synchronization.
 func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !clock.Sleep(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }
 
 // between returns a duration in [lo, hi) from the seed.
