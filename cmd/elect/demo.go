@@ -34,7 +34,7 @@ func demoCommand() *command {
 	return &command{
 		name:     "demo",
 		summary:  "narrate an election in real time: campaign, handover, crash, failover",
-		synopsis: "[--backend NAME] [--algorithm ring|bully|lcr|hs|zab] [--candidates N] [--ttl D] [--short]",
+		synopsis: "[--backend NAME] [--algorithm " + strings.Join(demoAlgorithms(), "|") + "] [--candidates N] [--ttl D] [--short]",
 		about: `Runs a story in real time and narrates it, one line per event (elapsed time,
 candidate, event, detail):
 
@@ -57,7 +57,7 @@ ELECTION_CANDIDATES=3 elect demo --short`,
 		setup: func(f *flagSet) func(context.Context, io.Writer) error {
 			var df demoFlags
 			f.String(&df.backend, "backend", "NAME", defaultDemoBackend, "backend to run the story on: "+strings.Join(names, ", "))
-			f.String(&df.algorithm, "algorithm", "NAME", "", "algorithm of the inmem backend: ring, bully, lcr, hs or zab (default ring)")
+			f.String(&df.algorithm, "algorithm", "NAME", "", "algorithm of the inmem backend: "+strings.Join(demoAlgorithms(), ", ")+" (default "+demoAlgorithms()[0]+")")
 			f.Int(&df.candidates, "candidates", "N", 5, fmt.Sprintf("number of candidates, %d to %d", demoMinCandidates, demoMaxCandidates))
 			f.Duration(&df.ttl, "ttl", "D", 0, fmt.Sprintf("lease TTL, %v to %v (default %v; %v with --short)", demoShortTTL, demoMaxTTL, demoDefaultTTL, demoShortTTL))
 			f.String(&df.servers, "servers", "LIST", "", "ZooKeeper servers of --backend zk, comma-separated host:port (a ZooKeeper you run)")

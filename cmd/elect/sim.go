@@ -38,8 +38,8 @@ const (
 func simCommand() *command {
 	return &command{
 		name:     "sim",
-		summary:  "run a classic algorithm (ring, bully, lcr, hs, tree, chubby, zab) in the seeded simulator and count its messages",
-		synopsis: "[--algorithm ring|bully|lcr|hs|tree|chubby|zab] [--nodes N] [--initiators K|IDs] [--crash K|IDs] [--seed S] [--delay D] [--trace] [--svg FILE] | --chart FILE",
+		summary:  "run a classic algorithm (" + algorithmNames() + ") in the seeded simulator and count its messages",
+		synopsis: "[--algorithm " + strings.ReplaceAll(algorithmNames(), ", ", "|") + "] [--nodes N] [--initiators K|IDs] [--crash K|IDs] [--seed S] [--delay D] [--trace] [--svg FILE] | --chart FILE",
 		about: `Runs one election of a classic algorithm of package classic (ring: Chang and
 Roberts; bully: Garcia-Molina; lcr: the ring as van Steen tells it, collecting
 the live members; hs: Hirschberg and Sinclair on a bidirectional ring; tree:
