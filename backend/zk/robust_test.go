@@ -244,18 +244,26 @@ func TestPersistentLeaderLikeNodeNeverLeads(t *testing.T) {
 	}
 }
 
+// lostCreateReplies sets up an election where a leads and b, on a
+// connection of its own through a proxy, gets no replies (its requests are
+// carried out); admin is a third connection to read the path with.
+func lostCreateReplies(t *testing.T) (path string, a *zk.Elector, ta *election.Term, b *zk.Elector, px *faultproxy.Proxy, admin *gozk.Conn) {
+	t.Helper()
+	path = newPath(t)
+	a = newElector(t, newConn(t), path, "a")
+	ta = lead(t, a)
+	px = faultproxy.New(t, server(t).Addr) // closed in Cleanup
+	b = newElector(t, zktest.Conn(t, []string{px.Addr}, ttl), path, "b")
+	admin = newConn(t)
+	px.CutReplies()
+	return path, a, ta, b, px, admin
+}
+
 // A create whose reply is lost and whose Campaign gives up (ctx) leaves a
 // node of the candidate's own live session; it is found and deleted once
 // the server answers again, so it never heads the order for nobody.
 func TestAbandonedCreateNeverBlocks(t *testing.T) {
-	path := newPath(t)
-	a := newElector(t, newConn(t), path, "a")
-	ta := lead(t, a)
-	px := faultproxy.New(t, server(t).Addr)
-	t.Cleanup(px.Close)
-	b := newElector(t, zktest.Conn(t, []string{px.Addr}, ttl), path, "b")
-	admin := newConn(t)
-	px.CutReplies()
+	path, a, ta, b, px, admin := lostCreateReplies(t)
 	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
 	defer cancel()
 	r := await(t, campaignAsync(ctx, b), patience, "b's Campaign while its replies are lost")
@@ -283,14 +291,7 @@ func TestAbandonedCreateNeverBlocks(t *testing.T) {
 // by its GUID and deletes it, so the election never waits behind a closed
 // candidate.
 func TestCloseDeletesAbandonedCreate(t *testing.T) {
-	path := newPath(t)
-	a := newElector(t, newConn(t), path, "a")
-	ta := lead(t, a)
-	px := faultproxy.New(t, server(t).Addr)
-	t.Cleanup(px.Close)
-	b := newElector(t, zktest.Conn(t, []string{px.Addr}, ttl), path, "b")
-	admin := newConn(t)
-	px.CutReplies()
+	path, a, ta, b, px, admin := lostCreateReplies(t)
 	rb := campaignAsync(ctxT(t), b)
 	eventually(t, "b's create carried out", func() bool { return len(children(t, admin, path)) == 2 })
 	closed := make(chan error, 1)

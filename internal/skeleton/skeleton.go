@@ -47,16 +47,9 @@ func (g *Gate) Enter(ctx context.Context) error {
 // Leave lets the next Campaign in.
 func (g *Gate) Leave() { <-g.sem }
 
-// Close signals Close: Closing is closed and Enter refuses from now on. It
-// reports whether this call was the first.
-func (g *Gate) Close() bool {
-	first := false
-	g.once.Do(func() {
-		close(g.closing)
-		first = true
-	})
-	return first
-}
+// Close signals Close: Closing is closed and Enter refuses from now on.
+// Calling it again does nothing.
+func (g *Gate) Close() { g.once.Do(func() { close(g.closing) }) }
 
 // Closing is closed once Close has begun.
 func (g *Gate) Closing() <-chan struct{} { return g.closing }
