@@ -27,12 +27,13 @@ func startEtcd(t testing.TB) []string {
 // has its own client through its own TCP proxy (a plain byte pipe), so that
 // Silence can drop the member's replies to that candidate alone.
 type etcdElection struct {
-	addr  string // the member's client address, host:port
-	name  string
-	admin *clientv3.Client // another client of the store, for Evict
-	mu    sync.Mutex
-	clis  map[election.Elector]*clientv3.Client
-	px    map[election.Elector]*faultproxy.Proxy
+	session bool   // each candidate on a shared Session of its client
+	addr    string // the member's client address, host:port
+	name    string
+	admin   *clientv3.Client // another client of the store, for Evict
+	mu      sync.Mutex
+	clis    map[election.Elector]*clientv3.Client
+	px      map[election.Elector]*faultproxy.Proxy
 }
 
 func (x *etcdElection) Candidate(t *testing.T, opts ...election.Option) election.Elector {
@@ -42,9 +43,26 @@ func (x *etcdElection) Candidate(t *testing.T, opts ...election.Option) election
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() }) // before the proxy closes
-	e, err := etcd.New(cli, x.name, append([]election.Option{election.WithTTL(2 * time.Second)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
+	var e *etcd.Elector
+	if x.session {
+		ttl := election.Options{TTL: 2 * time.Second}
+		for _, o := range opts {
+			o(&ttl) // the session takes the TTL the suite asks of the candidate
+		}
+		s, err := etcd.NewSession(context.Background(), cli, election.WithTTL(ttl.TTL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		e, err = etcd.NewWithSession(s, x.name, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		e, err = etcd.New(cli, x.name, append([]election.Option{election.WithTTL(2 * time.Second)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	x.mu.Lock()
 	x.clis[e], x.px[e] = cli, px
@@ -94,12 +112,18 @@ func (x *etcdElection) Evict(t *testing.T, e election.Elector, term *election.Te
 	t.Fatalf("Evict: no key of %s under %s/ has create revision %d", e.(*etcd.Elector).ID(), x.name, term.Token())
 }
 
-func TestConformance(t *testing.T) {
+func TestConformance(t *testing.T) { conformance(t, false) }
+
+// Every candidate on a Session of its own client, shared with nothing
+// else: the Session's renewal loop, hooks and loss carry the contract.
+func TestConformanceOnSession(t *testing.T) { conformance(t, true) }
+
+func conformance(t *testing.T, session bool) {
 	eps := startEtcd(t)
 	admin := newClient(t, eps)
 	electiontest.Run(t, electiontest.Harness{
 		NewElection: func(t *testing.T) electiontest.Election {
-			return &etcdElection{addr: strings.TrimPrefix(eps[0], "http://"), name: "/conformance/" + t.Name(), admin: admin,
+			return &etcdElection{session: session, addr: strings.TrimPrefix(eps[0], "http://"), name: "/conformance/" + t.Name(), admin: admin,
 				clis: map[election.Elector]*clientv3.Client{}, px: map[election.Elector]*faultproxy.Proxy{}}
 		},
 		Failover:  2*time.Second + time.Second,

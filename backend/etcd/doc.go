@@ -1,6 +1,7 @@
-// Package etcd is the election backend on etcd: a candidate holds a key
-// under an etcd lease, etcd's Raft majority orders the keys, the oldest live
-// key leads, and each waiter watches only the key just ahead of it.
+// Package etcd is the election backend on etcd: candidates queue under
+// their leases in a key order etcd reads in O(log N), the head of the
+// queue creates the one leader key, and each waiter watches only the
+// candidate just ahead of it.
 //
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints})
 //	...
@@ -9,88 +10,136 @@
 //		election.WithTTL(5*time.Second))
 //	...
 //	defer e.Close()
-//	t, err := e.Campaign(ctx) // t.Token() is the key's create revision
+//	t, err := e.Campaign(ctx) // t.Token() is the leader key's create revision
+//
+// # Keys
+//
+// Under the election's name N (see layout.go for the exact format):
+//
+//	N/_l                                      the leader key, under the leader's lease
+//	N/_c/<priority><arrival>-<lease>-<nonce>  one queue key per candidate, under its lease
+//
+// Queue keys sort so that the candidate ahead sorts after: higher
+// Priority first, then earlier arrival (the store's revision read just
+// before the key was written; the grant of a candidacy's own lease gives
+// it at no extra cost). "The candidate just ahead" is the smallest key
+// above one's own, and "anyone ahead" that read coming back empty: both
+// are key-ascending ranges with a limit, the only kind of range etcd
+// answers without reading the whole range (any other sort order or a
+// revision filter makes etcd v3.6 fetch and sort every key of it). So a
+// registration, a handover and a Leader call cost the same with 10 or
+// 100,000 candidates (BENCHMARKS.md, "Scale").
+//
+// Segments of election names that begin with "_" are reserved for these
+// keys: New refuses them, so that no election's keys fall among another's.
+// "/svc" and "/svc/a" are independent elections.
 //
 // # Protocol
 //
-// Campaign grants a new lease of TTL (rounded up to whole seconds; etcd may
-// raise it to its own minimum, which only makes the store wait longer than
-// the Term counts) and creates the key prefix + lease ID (16 hex digits)
-// under it, in a transaction that refuses to overwrite. Then, until the key
-// is the oldest: one transaction checks that the key still exists and reads
-// the leased key just ahead of it; a watch on that key alone, opened at the
-// revision after the read — so it is live at once, never caught up by
-// etcd's 100 ms loop for lagging watchers — waits for its deletion. A
-// handover therefore wakes one waiter and costs it one read (P9). That
-// read, right after the watch reported the deletion, is serializable, and
-// counts only if the member that answers had applied the deletion;
-// otherwise it is done again, linearizably (see predecessor in etcd.go
-// for why this confirms as much as a linearizable read: the Term's lease
-// comes from the lease clock, and once no leased key is older, none can
-// become older).
+// Campaign takes a lease (a new one per candidacy, or the shared
+// Session's) and, in one transaction, creates its queue key (refusing to
+// overwrite) and reads the keys around it. Then the candidacy's goroutine
+// waits:
 //
-// When nothing is ahead, Campaign confirms (P4): a keepalive of the lease,
-// then a transaction checking that the key exists with its create revision
-// and under its lease. The keepalive's send time starts the Term's
-// deadline (package election's lease clock: send + TTL/(1+ρ) − margin). A
-// candidate whose lease expired while it waited gets ErrSessionLost, never
-// a Term.
+//   - with candidates ahead, it watches the range from its own key to the
+//     key just ahead of it — or, when that key heads the queue, to the
+//     leader key;
+//   - at the head of the queue, it watches up to the leader key while
+//     someone else leads;
+//   - at the head with no leader, it creates the leader key, in a
+//     transaction that succeeds only if the leader key is absent, its own
+//     queue key still exists under its lease (P4), and nothing is queued
+//     above it. The leader key's create revision is the token.
 //
-// While the candidacy lasts a goroutine renews the lease every third of the
-// lease window with KeepAliveOnce, each renewal timed from its send;
-// while leading, each goes through the renewal hooks and the lease clock. A
+// Each watch starts at the revision after the read it follows from, and is
+// kept while its range stays the same: the candidate next in line keeps
+// watching, without a gap, from before it creates the leader key until its
+// leadership ends. A handover — the leader deletes the leader key and its
+// queue key in one transaction, or its lease expires and takes both —
+// wakes the one candidate whose range holds them, which tries to create
+// the leader key at once: one request, and the others sleep on (P9). A
+// newcomer wakes at most the candidate it sorts in front of.
+//
+// The Term's deadline counts from the send time of the last renewal etcd
+// confirmed of the lease (package election's lease clock: send + TTL/(1+ρ)
+// − margin); if that is more than half a lease window old when the
+// candidate would lead, a renewal is sent first. A candidate whose lease
+// expired while it waited gets ErrSessionLost, never a Term.
+//
+// While a candidacy lasts its lease is renewed every third of the lease
+// window with KeepAliveOnce, each renewal timed from its send; while
+// leading, each goes through the renewal hooks and the lease clock. A
 // failed renewal is retried every 50 ms until the deadline ends the Term
 // (ErrLeaseExpired); a lease etcd no longer knows ends it at once
-// (ErrSessionLost), as does the client being closed. etcd deletes the key
-// no earlier than TTL after it received the last renewal, which is after
-// it was sent: so the Term is over before any other candidate can lead
-// (P3). A Term that ends for any reason withdraws its candidacy: the key
-// is deleted at once.
+// (ErrSessionLost), as does the client being closed. etcd deletes the
+// keys no earlier than TTL after it received the last renewal, which is
+// after it was sent: so the Term is over before any other candidate can
+// lead (P3). A Term that ends for any reason withdraws its candidacy: its
+// keys are deleted at once.
 //
-// The token is the key's create revision. Leaders follow key age and every
-// new key is younger than every live one, so tokens strictly increase
-// across leaderships, across restarts of every candidate (P2).
+// Tokens are create revisions of the leader key, which is created anew
+// for every leadership: they strictly increase across leaderships and
+// restarts of every candidate (P2).
+//
+// # Sessions
+//
+// NewSession makes one lease with one renewal loop that any number of
+// Electors of any elections share (NewWithSession): a process with a
+// leader per shard renews one lease, about one request per third of a
+// lease window, instead of one per election. At each renewal the Session
+// calls the before-renewal hook of every Elector that leads on it, each in
+// its Elector's own goroutine, and sends one keepalive for those whose
+// hooks returned within a few milliseconds; a slow hook delays only its
+// own Term's renewal and a failing one ends only its own Term. Every
+// Term's deadline counts from the Session's renewals. The trade-off: a
+// lost Session (its lease expired or revoked, the client refused) ends
+// every leadership on it at once, and its Electors can no longer campaign
+// (Campaign returns an error that is both ErrSessionLost and ErrClosed):
+// make a new Session and new Electors. An Elector made by New has no
+// shared Session: each candidacy takes a lease of its own, so that a lost
+// lease ends one candidacy and the next Campaign starts afresh.
 //
 // # Resign, Close and errors
 //
 // Resign ends the Term before any I/O, stops the renewals and deletes the
-// key (guarded by its create revision): the next candidate leads at once.
-// The lease, emptied and no longer renewed, is revoked by the next
-// Campaign, Resign or Close, or expires on its own after the TTL: etcd
-// takes about twice as long to revoke a lease as to delete a key, and a
-// revoke in flight slows the next candidate's read, so it is kept off the
-// handover's path. Resign is idempotent. If the delete fails, Resign
-// returns the error and keeps the candidacy pending: the next Resign or
-// Close tries again, and meanwhile nothing renews the lease, so it
-// expires after the TTL and takes the key with it. Campaign's error paths
-// release what they created. Close releases everything (keys and leases)
-// with a timeout of one lease window, stops every goroutine and leaves
-// the client open: it is the caller's.
+// leader key and the queue key in one transaction (each guarded by its
+// create revision): the next candidate leads at once. A candidacy's own
+// lease, emptied and no longer renewed, is revoked by the next Campaign,
+// Resign or Close, or expires on its own after the TTL: etcd takes about
+// twice as long to revoke a lease as to delete a key, and a revoke in
+// flight slows the next candidate, so it is kept off the handover's path.
+// Resign is idempotent. If the delete fails, Resign returns the error and
+// keeps the candidacy pending: the next Resign or Close tries again, and
+// meanwhile nothing renews its own lease, so it expires after the TTL and
+// takes the keys with it. Campaign's error paths release what they
+// created, including a leader key whose creation's reply was lost. Close
+// releases everything (keys and own leases) with a timeout of one lease
+// window, stops every goroutine and leaves the client and a shared
+// Session open: they are the caller's.
 //
-// # Garbage under the prefix
+// Errors of the store are sorted in one place (errors.go): a closed client,
+// a permission or authentication error (etcd's "permission denied", "user
+// name is empty", an invalid auth token; gRPC PermissionDenied,
+// Unauthenticated, InvalidArgument) is final — Campaign returns it wrapped
+// with the election's name, and a candidacy that meets one ends with
+// ErrSessionLost carrying it — and everything else (a lost connection, a
+// member without a Raft leader, a timeout) is retried every 50 ms and
+// logged at most once per 5 s per candidacy, with the number of lines
+// left out, so a retry is never silent.
 //
-// Every key under the prefix is checked when read: its name must be the
-// prefix plus the 16-hex-digit ID of its own lease, and its value a
-// version-1 record (ID, priority, value) with a valid ID. A key without a
-// lease can never expire, so waiting for it would block the election for
-// good: it is skipped (logged) and never leads. A leased key that fails the
-// check keeps its place in the queue — it may be the candidate of another
-// program — but never leads: while it is the oldest, Leader returns a
-// *MalformedKeyError (errors.Is ErrMalformedKey and election.ErrNoLeader)
-// naming the key and what is wrong with it, Observe reports no leader and
-// logs it, and no candidate behind it leads until it is deleted or its lease
-// expires. Two leased keys that share the oldest create revision (written
-// by one transaction, which Campaign never does) fail the same way: a
-// token names one leadership only.
+// Campaign and Resign return within 100 ms of their ctx ending whatever
+// the store does: what they leave to release (keys, a lease) is tried for
+// 40 ms, then released in the background, for at most one lease window;
+// Close waits for those releases. Leases are drawn with IDs the client
+// chooses, so a grant whose reply was lost is revoked, not left to expire.
 //
-// # Other clients of the store
+// # Garbage and other clients of the store
 //
 // etcd lets any client with access to the prefix delete a key (etcdctl
 // del), delete the whole prefix, revoke a lease, or put a key again
-// without its lease. So a candidacy does not trust its lease alone: from
-// the revision after its key was created, it watches that key (a watch on
-// the one key, then a read that confirms the key is still its own). A
-// DELETE of the key — by another client, with the prefix, by a revoked or
+// without its lease. So a candidacy does not trust its lease alone: its
+// watch covers its own queue key and, while it leads, the leader key. A
+// DELETE of either — by another client, with the prefix, by a revoked or
 // expired lease — or a PUT that makes it another's (no lease or another
 // lease, another create revision, another candidate's record) ends the
 // candidacy at once: a leader's Term ends with ErrSessionLost (measured in
@@ -100,69 +149,69 @@
 // watch was live both when it was sent and when it was answered, so a
 // leader whose watch broke (a member restart, a lost stream) keeps its
 // Term only to its current deadline unless the watch is back, and then it
-// reads its key again before trusting it.
+// reads its keys again before trusting them.
 //
-// What is promised when someone else deletes the leader's key: the leader
+// What is promised when someone else deletes the leader key: the leader
 // and the next candidate learn of it from the same revision; the next
-// candidate then needs one more round trip (its confirmation) before its
-// Campaign returns, so the old Term ends first in practice (the tests
-// assert that it ends at once, long before its lease would tell, and log
-// the order). It is not a guarantee: etcd delivers one event to two watch
-// streams in no fixed order, and the old leader's process may be paused
-// or slow. The token covers the rest: a store the leader writes to should
-// fence on it (LeaderCmp, or comparing tokens), as it must for a paused
-// process anyway.
+// candidate then needs one more round trip (creating the leader key)
+// before its Campaign returns, so the old Term ends first in practice (the
+// tests assert that it ends at once, long before its lease would tell, and
+// log the order). It is not a guarantee: etcd delivers one event to two
+// watch streams in no fixed order, and the old leader's process may be
+// paused or slow. The token covers the rest: a store the leader writes to
+// should fence on it (LeaderCmp, or comparing tokens), as it must for a
+// paused process anyway.
 //
-// A waiter wakes when the key ahead of it is deleted or put again without
-// its lease; keys without a lease are skipped (see Garbage below), so a
-// leader that dies after someone re-put its key unleased does not block
-// the election.
+// Keys that are not this package's fail closed (P8). A queue key without
+// a lease never expires, so waiting for it would block the election for
+// good: it is skipped (logged once). A leased queue key holds its place,
+// whatever its name or value: it may be another program's candidate, and
+// it goes with its lease. A leader key without a lease is deleted by the
+// head of the queue (guarded by its revision: this package never writes
+// one). A leased leader key that is malformed — its value not a record
+// naming a queue key of its own lease — leads nobody: Leader returns a
+// *MalformedKeyError (errors.Is ErrMalformedKey and election.ErrNoLeader)
+// naming it and what is wrong, Observe reports no leader and logs it, and
+// no candidate leads until it is deleted or its lease expires. A leader
+// key whose token is below one this Elector has seen lead (a key another
+// client attached a lease to after creating it) fails the same way: a
+// token never runs backwards.
 //
-// Election names do not nest into each other: a candidate's key is the
-// prefix plus 16 hex digits, and every read of the queue skips keys
-// further down (those of an election named prefix + "/a", say), so "/svc"
-// and "/svc/a" are two independent elections that never block each other.
+// # Upgrading from the previous key layout
 //
-// A key can only lead with a token above every token this Elector has
-// seen lead: a leased key whose create revision is below one already seen
-// (an old key that another client attached a lease to) never leads; Leader
-// returns a *MalformedKeyError saying so, and candidates behind it wait,
-// as for any malformed key. A token never runs backwards.
+// Versions before this layout kept one key per candidate, named the
+// prefix plus the lease ID in 16 hex digits, and the oldest led. Both
+// layouts' candidates can run in one election during a rolling upgrade
+// without two leaders in the common case: the old code skips this
+// layout's queue keys (they lie under a deeper path) and waits behind the
+// leader key (a leased key it cannot parse), and a candidate of this
+// layout does not create the leader key while a leased key of the old
+// layout is first in its range (it looks again every 500 ms). The check
+// and the creation are two requests, so an old candidate that registers
+// between them can lead beside a new one: stop the old candidates before
+// the new ones campaign, or give the upgraded service a new election name,
+// to be sure.
 //
-// Errors of the store are sorted in one place (errors.go): a closed client,
-// a permission or authentication error (etcd's "permission denied", "user
-// name is empty", an invalid auth token; gRPC PermissionDenied,
-// Unauthenticated, InvalidArgument) is final — Campaign returns it wrapped
-// with ErrSessionLost and the election's name, and a leader's Term ends
-// with it — and everything else (a lost connection, a member without a Raft
-// leader, a timeout) is retried with backoff and logged at most once per
-// 5 s per candidacy, with the number of lines left out, so a retry is never
-// silent.
+// # Observe and Leader
 //
-// Campaign and Resign return within 100 ms of their ctx ending whatever
-// the store does: what they leave to release (a key, a lease) is tried for
-// 40 ms, then released in the background, for at most one lease window;
-// Close waits for those releases. Leases are drawn with IDs the client
-// chooses, so a grant whose reply was lost is revoked, not left to expire.
-//
-// # Observe
-//
-// An Elector's Observe streams share one watch on the prefix. It first
-// reads the prefix, then applies the watch's events from the revision after
-// that read. When the watch breaks — compaction, a lost connection, a member
-// without a Raft leader — it reads again and resumes, so it never skips the
-// newest value, and it reports "no leader" (a zero Leader) when the prefix
-// holds no leased key.
+// Leader is one linearizable read of the leader key. An Elector's Observe
+// streams share one watch on the leader key alone. It first reads the
+// key, then applies the watch's events from the revision after that read.
+// When the watch breaks — compaction, a lost connection, a member without
+// a Raft leader — it reads again and resumes, so it never skips the newest
+// value, and it reports "no leader" (a zero Leader) when the key is
+// absent or malformed.
 //
 // # Fencing
 //
-// LeaderCmp gives a clientv3.Cmp that holds exactly while the Term's key
-// exists: in the If of a transaction it makes the writes happen only while
-// the Term is current. Proclaim changes the Value observers see, guarded
-// the same way.
+// LeaderCmp gives a clientv3.Cmp that holds exactly while the leader key
+// has the Term's token as its create revision: in the If of a transaction
+// it makes the writes happen only while the Term is current. Proclaim
+// changes the Value observers see, guarded the same way.
 //
 // # Priority
 //
-// Candidates are served first come, first served: Priority is carried in
-// Leader but does not order candidates on this backend.
+// The queue serves the highest Priority first, ties first come, first
+// served. A candidate of higher priority than the leader waits until the
+// leader goes, then goes first.
 package etcd

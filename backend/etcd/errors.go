@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -38,8 +39,12 @@ var finalErrors = []error{
 
 // isFinal reports whether err, from a request of e's client, will not go
 // away by retrying.
-func (e *Elector) isFinal(err error) bool {
-	if e.cli.Ctx().Err() != nil {
+func (e *Elector) isFinal(err error) bool { return isFinal(e.cli, err) }
+
+// isFinal reports whether err, from a request of cli, will not go away by
+// retrying.
+func isFinal(cli *clientv3.Client, err error) bool {
+	if cli.Ctx().Err() != nil {
 		return true // the client was closed
 	}
 	if err == nil {
@@ -64,6 +69,15 @@ func (e *Elector) finalErr(what string, err error) error {
 		return fmt.Errorf("%w: %s: the etcd client was closed", election.ErrSessionLost, what)
 	}
 	return fmt.Errorf("%w: etcd election %s: %s: %w", election.ErrSessionLost, e.name, what, err)
+}
+
+// sessionErr wraps a final error of a session's request: with
+// ErrSessionLost, and ErrClosed's words when the client is gone.
+func sessionErr(cli *clientv3.Client, what string, err error) error {
+	if cli.Ctx().Err() != nil {
+		return fmt.Errorf("%w: %s: the etcd client was closed", election.ErrSessionLost, what)
+	}
+	return fmt.Errorf("%w: etcd election: %s: %w", election.ErrSessionLost, what, err)
 }
 
 // retryLogEvery bounds how often one candidacy logs a retried error.

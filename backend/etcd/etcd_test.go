@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +84,17 @@ func keys(t *testing.T, cli *clientv3.Client, prefix string) []string {
 	return out
 }
 
+// queue returns the queue keys of the election name, oldest first.
+func queue(t *testing.T, cli *clientv3.Client, name string) []string {
+	return keys(t, cli, name+"/_c/")
+}
+
+// waitQueue waits until the election name has n candidates queued.
+func waitQueue(t *testing.T, cli *clientv3.Client, name string, n int) []string {
+	t.Helper()
+	return waitKeys(t, cli, name+"/_c/", n)
+}
+
 // waitKeys waits until prefix holds n keys.
 func waitKeys(t *testing.T, cli *clientv3.Client, prefix string, n int) []string {
 	t.Helper()
@@ -112,6 +124,8 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{cli, "/", nil, `name = "/"`},
 		{cli, "/e\x00x", nil, "NUL"},
 		{cli, strings.Repeat("x", etcd.MaxNameLen+1), nil, "at most 1024"},
+		{cli, "/svc/_c", nil, `segment "_c" begins with "_"`},
+		{cli, "_x/y", nil, `segment "_x"`},
 		{cli, "/e", []election.Option{election.WithTTL(time.Millisecond)}, "TTL = 1ms"},
 		{cli, "/e", []election.Option{election.WithID("bad id")}, `"bad id"`},
 	} {
@@ -122,36 +136,41 @@ func TestNewRefusesBadInput(t *testing.T) {
 	}
 }
 
-// The key is the prefix plus the lease ID in 16 hex digits, under that
-// lease; the token is its create revision.
+// The candidate's queue key names its priority, arrival, lease and nonce,
+// under that lease; the leader key, under the same lease, names the queue
+// key, and its create revision is the token.
 func TestKeyLayoutAndToken(t *testing.T) {
 	cli := newClient(t, startEtcd(t))
 	e := newElector(t, cli, "/layout/", "a", election.WithValue([]byte("addr:1")), election.WithPriority(7))
-	if e.Prefix() != "/layout/" {
-		t.Fatalf("Prefix() = %q", e.Prefix())
+	if e.Prefix() != "/layout/" || e.LeaderKey() != "/layout/_l" {
+		t.Fatalf("Prefix() = %q, LeaderKey() = %q", e.Prefix(), e.LeaderKey())
 	}
 	term, err := e.Campaign(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp, err := cli.Get(ctxT(t), "/layout/", clientv3.WithPrefix())
-	if err != nil || len(resp.Kvs) != 1 {
+	if err != nil || len(resp.Kvs) != 2 {
 		t.Fatalf("keys: %v %v", resp, err)
 	}
-	kv := resp.Kvs[0]
-	if want := fmt.Sprintf("/layout/%016x", kv.Lease); string(kv.Key) != want || kv.Lease == 0 {
-		t.Errorf("key %q lease %x, want %q", kv.Key, kv.Lease, want)
+	q, l := resp.Kvs[0], resp.Kvs[1]
+	pattern := regexp.MustCompile(fmt.Sprintf(`^/layout/_c/8000000000000007[0-9a-f]{16}-%016x-[0-9a-f]{8}$`, q.Lease))
+	if !pattern.MatchString(string(q.Key)) || q.Lease == 0 {
+		t.Errorf("queue key %q lease %x, want %s", q.Key, q.Lease, pattern)
 	}
-	if term.Token() != uint64(kv.CreateRevision) {
-		t.Errorf("token %d, create revision %d", term.Token(), kv.CreateRevision)
+	if string(l.Key) != "/layout/_l" || l.Lease != q.Lease || !strings.Contains(string(l.Value), `"key":"`+string(q.Key)+`"`) {
+		t.Errorf("leader key %q lease %x value %s", l.Key, l.Lease, l.Value)
 	}
-	l := term.Leader()
-	if l.ID != "a" || string(l.Value) != "addr:1" || l.Priority != 7 {
-		t.Errorf("leader %+v", l)
+	if term.Token() != uint64(l.CreateRevision) || l.CreateRevision <= q.CreateRevision {
+		t.Errorf("token %d, leader key's create revision %d, queue key's %d", term.Token(), l.CreateRevision, q.CreateRevision)
+	}
+	ld := term.Leader()
+	if ld.ID != "a" || string(ld.Value) != "addr:1" || ld.Priority != 7 {
+		t.Errorf("leader %+v", ld)
 	}
 	got, err := e.Leader(ctxT(t))
-	if err != nil || !got.Equal(l) {
-		t.Errorf("Leader() = %v, %v; want %v", got, err, l)
+	if err != nil || !got.Equal(ld) {
+		t.Errorf("Leader() = %v, %v; want %v", got, err, ld)
 	}
 }
 
@@ -167,7 +186,7 @@ func TestWaiterLeaseLostWhileWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb := campaignAsync(ctx, b)
-	ks := waitKeys(t, admin, "/lost/", 2)
+	ks := waitQueue(t, admin, "/lost", 2)
 	resp, err := admin.Get(ctx, ks[1])
 	if err != nil {
 		t.Fatal(err)
@@ -206,12 +225,12 @@ func TestCampaignCanceledRemovesKey(t *testing.T) {
 	}
 	bctx, cancel := context.WithCancel(context.Background())
 	rb := campaignAsync(bctx, b)
-	waitKeys(t, admin, "/cancel/", 2)
+	waitQueue(t, admin, "/cancel", 2)
 	cancel()
 	if r := await(t, rb); !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("Campaign = %v, want context.Canceled", r.err)
 	}
-	waitKeys(t, admin, "/cancel/", 1)
+	waitQueue(t, admin, "/cancel", 1)
 }
 
 // A Resign whose revoke fails keeps the lease and revokes it on the next
@@ -232,8 +251,8 @@ func TestResignRetriesFailedRevoke(t *testing.T) {
 	if !errors.Is(term.Err(), election.ErrResigned) {
 		t.Fatalf("term.Err() = %v, want ErrResigned", term.Err())
 	}
-	if ks := keys(t, admin, "/resign/"); len(ks) != 1 {
-		t.Fatalf("the key should still be there, have %q", ks)
+	if ks := keys(t, admin, "/resign/"); len(ks) != 2 {
+		t.Fatalf("the keys should still be there, have %q", ks)
 	}
 	if err := a.Resign(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -246,22 +265,22 @@ func TestResignRetriesFailedRevoke(t *testing.T) {
 	}
 }
 
-// Keys without a lease never lead and never block; a leased malformed key
-// holds its place, yields no leader and a named error, and the election
-// goes on once its lease is gone.
+// A queue key without a lease never blocks; a leased malformed leader key
+// holds the leadership, yields no leader and a named error, and the
+// election goes on once its lease is gone.
 func TestGarbageKeysFailClosed(t *testing.T) {
 	eps := startEtcd(t)
 	admin := newClient(t, eps)
 	ctx := ctxT(t)
-	if _, err := admin.Put(ctx, "/garbage/unleased", "x"); err != nil {
+	// Above every candidate: it would head the queue for good.
+	if _, err := admin.Put(ctx, "/garbage/_c/ffffffffffffffffffffffffffffffff-0000000000000001-00000001", "x"); err != nil {
 		t.Fatal(err)
 	}
 	g, err := admin.Grant(ctx, 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	junk := fmt.Sprintf("/garbage/%016x", int64(g.ID))
-	if _, err := admin.Put(ctx, junk, "not json", clientv3.WithLease(g.ID)); err != nil {
+	if _, err := admin.Put(ctx, "/garbage/_l", "not json", clientv3.WithLease(g.ID)); err != nil {
 		t.Fatal(err)
 	}
 	a := newElector(t, newClient(t, eps), "/garbage", "a")
@@ -271,19 +290,19 @@ func TestGarbageKeysFailClosed(t *testing.T) {
 		t.Fatalf("Observe's first value = %v, want no leader", l)
 	}
 	ra := campaignAsync(ctx, a)
-	waitKeys(t, admin, "/garbage/", 3)
+	waitQueue(t, admin, "/garbage", 2)
 	_, err = a.Leader(ctx)
 	var mk *etcd.MalformedKeyError
-	if !errors.As(err, &mk) || mk.Key != junk || !errors.Is(err, etcd.ErrMalformedKey) || !errors.Is(err, election.ErrNoLeader) {
-		t.Fatalf("Leader() = %v, want a MalformedKeyError naming %s", err, junk)
+	if !errors.As(err, &mk) || mk.Key != "/garbage/_l" || !errors.Is(err, etcd.ErrMalformedKey) || !errors.Is(err, election.ErrNoLeader) {
+		t.Fatalf("Leader() = %v, want a MalformedKeyError naming /garbage/_l", err)
 	}
 	if !strings.Contains(err.Error(), "value: not a candidate record") {
 		t.Errorf("error does not say what is wrong: %v", err)
 	}
 	select {
 	case r := <-ra:
-		t.Fatalf("Campaign returned behind a leased malformed key: %v %v", r.t, r.err)
-	default:
+		t.Fatalf("Campaign returned while a leased malformed leader key is there: %v %v", r.t, r.err)
+	case <-time.After(100 * time.Millisecond):
 	}
 	revoked := time.Now()
 	if _, err := admin.Revoke(ctx, g.ID); err != nil {
@@ -310,7 +329,9 @@ func TestGarbageKeysFailClosed(t *testing.T) {
 }
 
 // A handover wakes only the next candidate (P9): with ten waiters sharing
-// one client, every handover costs exactly one queue read.
+// one client, queueing costs no read beyond the create's own, and every
+// handover costs exactly one request of the queue (the next candidate's
+// creation of the leader key).
 func TestHandoverWakesOnlyTheNext(t *testing.T) {
 	eps := startEtcd(t)
 	admin := newClient(t, eps)
@@ -328,7 +349,7 @@ func TestHandoverWakesOnlyTheNext(t *testing.T) {
 	results := make([]<-chan result, n)
 	for i := 1; i < n; i++ {
 		results[i] = campaignAsync(ctx, es[i])
-		waitKeys(t, admin, "/herd/", i+1) // queue in index order
+		waitQueue(t, admin, "/herd", i+1) // queue in index order
 	}
 	reads := func() (sum int64) {
 		for _, e := range es {
@@ -336,12 +357,8 @@ func TestHandoverWakesOnlyTheNext(t *testing.T) {
 		}
 		return sum
 	}
-	deadline := time.Now().Add(patience)
-	for reads() != n { // one each, the first candidate's included
-		if time.Now().After(deadline) {
-			t.Fatalf("candidates issued %d reads, want %d", reads(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if got := reads(); got != 1 { // the first candidate's creation of the leader key
+		t.Fatalf("candidates issued %d reads while queueing, want 1", got)
 	}
 	prev := first
 	if err := es[0].Resign(ctx); err != nil {
@@ -360,8 +377,8 @@ func TestHandoverWakesOnlyTheNext(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := reads(), int64(n+n-1); got != want {
-		t.Errorf("%d handovers cost %d queue reads in all, want %d (one each)", n-1, got-n, n-1)
+	if got, want := reads(), int64(n); got != want {
+		t.Errorf("%d handovers cost %d queue requests in all, want %d (one each)", n-1, got-1, n-1)
 	}
 }
 

@@ -42,7 +42,7 @@ func TestPartitionedLeaderStepsDownFirst(t *testing.T) {
 	}
 	aEnd := termEnd(ta)
 	rb := campaignAsync(ctx, b)
-	waitKeys(t, rest, "/partition/", 2)
+	waitQueue(t, rest, "/partition", 2)
 	ms[0].Blackhole()
 	defer ms[0].Unblackhole()
 	r := await(t, rb)
@@ -83,7 +83,7 @@ func TestEtcdLeaderKilled(t *testing.T) {
 	}
 	aEnd := termEnd(ta)
 	rb := campaignAsync(ctx, b)
-	waitKeys(t, cb, "/kill/", 2)
+	waitQueue(t, cb, "/kill", 2)
 	old := etcdtest.WaitLeader(t, c, patience)
 	c.Members()[old].Stop()
 	if now := etcdtest.WaitLeader(t, c, patience); now == old {
@@ -242,7 +242,7 @@ func TestTLSAndAuth(t *testing.T) {
 			t.Fatalf("b's Campaign returned while a led: %v, %v (a's Term: %v)", r.t, r.err, ta.Err())
 		default:
 		}
-		if ks = keys(t, admin, "/app/leader/"); time.Now().After(deadline) {
+		if ks = queue(t, admin, "/app/leader"); time.Now().After(deadline) {
 			t.Fatalf("b's key did not appear; keys %q", ks)
 		}
 	}
@@ -289,7 +289,7 @@ func TestTLSAndAuth(t *testing.T) {
 	if time.Since(start) > patience/2 {
 		t.Errorf("the refusal took %v", time.Since(start))
 	}
-	if ks := keys(t, admin, "/app/leader/"); len(ks) != 1 {
+	if ks := queue(t, admin, "/app/leader"); len(ks) != 1 {
 		t.Errorf("keys after the refused Campaign: %q", ks)
 	}
 }

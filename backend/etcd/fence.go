@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/record"
 )
 
 // candidacyOf returns the candidacy whose leadership t is, if it is the
@@ -27,9 +28,9 @@ func (e *Elector) candidacyOf(t *election.Term) (*candidacy, error) {
 	return c, nil
 }
 
-// LeaderCmp returns a comparison that holds exactly while t's key exists
-// with t's create revision, that is while etcd counts t's candidate as
-// leader: put it in the If of a transaction so that the transaction's
+// LeaderCmp returns a comparison that holds exactly while the leader key
+// exists with t's create revision (the token), that is while etcd counts
+// t's candidate as leader: put it in the If of a transaction so that the transaction's
 // writes happen only while t is current — the etcd-native way to fence
 // writes, stronger than checking the token before writing.
 //
@@ -40,16 +41,16 @@ func (e *Elector) candidacyOf(t *election.Term) (*candidacy, error) {
 // It fails with election.ErrNotLeader if t is not this Elector's current
 // Term.
 func (e *Elector) LeaderCmp(t *election.Term) (clientv3.Cmp, error) {
-	c, err := e.candidacyOf(t)
-	if err != nil {
+	if _, err := e.candidacyOf(t); err != nil {
 		return clientv3.Cmp{}, err
 	}
-	return clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev), nil
+	return clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", int64(t.Token())), nil
 }
 
 // Proclaim publishes value as the leader's Value without a new election:
-// observers see the change. It succeeds only while t is valid and its key
-// is current (the write is guarded by the key's create revision), and
+// observers see the change. It succeeds only while t is valid and the
+// leader key is t's (the write is guarded by its create revision and
+// lease), and
 // fails with election.ErrNotLeader otherwise. The Term's own Leader keeps
 // the value it was elected with. value is bounded like WithValue.
 func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) error {
@@ -63,16 +64,17 @@ func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) 
 	if err := t.Err(); err != nil {
 		return fmt.Errorf("%w: %w", election.ErrNotLeader, err)
 	}
+	tok := int64(t.Token())
 	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
-			clientv3.Compare(clientv3.LeaseValue(c.key), "=", c.lease)).
-		Then(clientv3.OpPut(c.key, encodeRecord(e.o, value), clientv3.WithLease(c.lease))).
+		If(clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", tok),
+			clientv3.Compare(clientv3.LeaseValue(e.lay.leader), "=", c.s.lease)).
+		Then(clientv3.OpPut(e.lay.leader, string(record.EncodeLeader(e.o, value, c.key)), clientv3.WithLease(c.s.lease))).
 		Commit()
 	if err != nil {
-		return e.storeErr(ctx, "proclaiming on "+c.key, err)
+		return e.storeErr(ctx, "proclaiming on "+e.lay.leader, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: key %s (revision %d) is gone", election.ErrNotLeader, c.key, c.rev)
+		return fmt.Errorf("%w: leader key %s (token %d) is gone", election.ErrNotLeader, e.lay.leader, tok)
 	}
 	return nil
 }

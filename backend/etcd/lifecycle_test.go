@@ -28,7 +28,7 @@ func TestLeaseLostAsTermBegins(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb := campaignAsync(ctx, b)
-	ks := waitKeys(t, admin, "/lostbegin/", 2)
+	ks := waitQueue(t, admin, "/lostbegin", 2)
 	renewal.awaitHeld(t) // b's keepalive loop is in the middle of a renewal
 	if err := a.Resign(ctx); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestCampaignRacingCloseLeavesNoKey(t *testing.T) {
 	b := newElector(t, heldClient(t, eps, create), "/closerace", "b", election.WithTTL(time.Minute))
 	rb := campaignAsync(ctx, b)
 	create.awaitHeld(t)
-	if ks := keys(t, admin, "/closerace/"); len(ks) != 1 {
+	if ks := queue(t, admin, "/closerace"); len(ks) != 1 {
 		t.Fatalf("want the created key, have %q", ks)
 	}
 	if err := b.Close(); err != nil {
@@ -94,7 +94,7 @@ func TestResignDeletesKeyThenCloseRevokesLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, err := admin.Get(ctx, "/release/", clientv3.WithPrefix())
-	if err != nil || len(resp.Kvs) != 1 {
+	if err != nil || len(resp.Kvs) != 2 { // the queue key and the leader key, under one lease
 		t.Fatalf("keys: %v, %v", resp, err)
 	}
 	lease := clientv3.LeaseID(resp.Kvs[0].Lease)

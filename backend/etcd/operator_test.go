@@ -2,6 +2,7 @@ package etcd_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -12,40 +13,58 @@ import (
 	"github.com/electkit/election/backend/etcd"
 )
 
-// What another client can do to the leader's key through etcd's normal API,
-// and what it must do to the leader's Term: end it, with ErrSessionLost,
-// before the next candidate's Campaign returns.
+// What another client can do to the leader's keys through etcd's normal
+// API, and what it must do to the leader's Term: end it, with
+// ErrSessionLost, before the next candidate's Campaign returns.
 var operatorActions = []struct {
 	name string
-	act  func(ctx context.Context, admin *clientv3.Client, key string, lease int64) error
+	act  func(ctx context.Context, admin *clientv3.Client, k leaderKeys) error
 }{
-	{"DeleteKey", func(ctx context.Context, admin *clientv3.Client, key string, _ int64) error {
-		_, err := admin.Delete(ctx, key)
+	{"DeleteLeaderKey", func(ctx context.Context, admin *clientv3.Client, k leaderKeys) error {
+		_, err := admin.Delete(ctx, k.leader)
 		return err
 	}},
-	{"DeletePrefix", func(ctx context.Context, admin *clientv3.Client, _ string, _ int64) error {
+	{"DeleteQueueKey", func(ctx context.Context, admin *clientv3.Client, k leaderKeys) error {
+		_, err := admin.Delete(ctx, k.queue)
+		return err
+	}},
+	{"DeletePrefix", func(ctx context.Context, admin *clientv3.Client, _ leaderKeys) error {
 		_, err := admin.Delete(ctx, "/op/", clientv3.WithPrefix())
 		return err
 	}},
-	{"RevokeLease", func(ctx context.Context, admin *clientv3.Client, _ string, lease int64) error {
-		_, err := admin.Revoke(ctx, clientv3.LeaseID(lease))
+	{"RevokeLease", func(ctx context.Context, admin *clientv3.Client, k leaderKeys) error {
+		_, err := admin.Revoke(ctx, clientv3.LeaseID(k.lease))
 		return err
 	}},
-	{"PutWithoutLease", func(ctx context.Context, admin *clientv3.Client, key string, _ int64) error {
-		_, err := admin.Put(ctx, key, "operator")
+	{"PutLeaderKeyWithoutLease", func(ctx context.Context, admin *clientv3.Client, k leaderKeys) error {
+		_, err := admin.Put(ctx, k.leader, "operator")
+		return err
+	}},
+	{"PutQueueKeyWithoutLease", func(ctx context.Context, admin *clientv3.Client, k leaderKeys) error {
+		_, err := admin.Put(ctx, k.queue, "operator")
 		return err
 	}},
 }
 
-// leaderKey returns the key and lease of the one leased key under prefix
-// with the lowest create revision.
-func leaderKey(t *testing.T, cli *clientv3.Client, prefix string) (string, int64) {
+// leaderKeys are the leader key of an election, the queue key it names,
+// and their lease.
+type leaderKeys struct {
+	leader, queue string
+	lease         int64
+}
+
+// leaderOf reads the leader key of the election name.
+func leaderOf(t *testing.T, cli *clientv3.Client, name string) leaderKeys {
 	t.Helper()
-	resp, err := cli.Get(ctxT(t), prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	resp, err := cli.Get(ctxT(t), name+"/_l")
 	if err != nil || len(resp.Kvs) == 0 {
-		t.Fatalf("reading %s: %v (%d keys)", prefix, err, len(resp.Kvs))
+		t.Fatalf("reading %s/_l: %v (%d keys)", name, err, len(resp.Kvs))
 	}
-	return string(resp.Kvs[0].Key), resp.Kvs[0].Lease
+	var rec struct{ Key string }
+	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
+		t.Fatal(err)
+	}
+	return leaderKeys{leader: name + "/_l", queue: rec.Key, lease: resp.Kvs[0].Lease}
 }
 
 // campaignWatching campaigns with e and reports, together with the
@@ -84,9 +103,8 @@ func TestOperatorEndsTheLeadersTerm(t *testing.T) {
 				t.Fatal(err)
 			}
 			rb := campaignWatching(ctx, b, ta)
-			waitKeys(t, admin, "/op/", 2)
-			key, lease := leaderKey(t, admin, "/op/")
-			if err := op.act(ctx, admin, key, lease); err != nil {
+			waitQueue(t, admin, "/op", 2)
+			if err := op.act(ctx, admin, leaderOf(t, admin, "/op")); err != nil {
 				t.Fatal(err)
 			}
 			var r struct {
@@ -127,11 +145,14 @@ func TestOperatorEndsTheLeadersTerm(t *testing.T) {
 			if l, err := b.Leader(ctx); err != nil || l.ID != "b" {
 				t.Errorf("Leader() = %v, %v; want b", l, err)
 			}
-			// a's key, if it was left without its lease, is gone once a let go.
-			waitKeys(t, admin, "/op/", 1)
+			// a's keys, if one was left without its lease, are gone once a let go.
+			waitQueue(t, admin, "/op", 1)
+			if k := leaderOf(t, admin, "/op"); k.queue != queue(t, admin, "/op")[0] || k.lease == 0 {
+				t.Errorf("leader key %+v, queue %q", k, queue(t, admin, "/op"))
+			}
 			// a campaigns again and leads after b.
 			ra := campaignAsync(ctx, a)
-			waitKeys(t, admin, "/op/", 2)
+			waitQueue(t, admin, "/op", 2)
 			if err := b.Resign(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +176,7 @@ func TestOperatorDeletesWaitersKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb := campaignAsync(ctx, b)
-	ks := waitKeys(t, admin, "/opw/", 2)
+	ks := waitQueue(t, admin, "/opw", 2)
 	resp, err := admin.Get(ctx, ks[1])
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatal(resp, err)
@@ -206,12 +227,12 @@ func TestOperatorUnleasedKeyThenLeaderDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb := campaignAsync(ctx, b)
-	waitKeys(t, admin, "/opu/", 2)
-	key, _ := leaderKey(t, admin, "/opu/")
+	waitQueue(t, admin, "/opu", 2)
+	k := leaderOf(t, admin, "/opu")
 	// a dies first (its client gone, nothing resigns), then the operator
-	// re-puts its key without a lease before the lease expires.
+	// re-puts its leader key without a lease before the lease expires.
 	ca.Close()
-	if _, err := admin.Put(ctx, key, "operator"); err != nil {
+	if _, err := admin.Put(ctx, k.leader, "operator"); err != nil {
 		t.Fatal(err)
 	}
 	r := await(t, rb)

@@ -3,12 +3,10 @@ package etcd_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -37,7 +35,7 @@ func TestNestedNamesDoNotBlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		rw := campaignAsync(ctx, w1)
-		waitKeys(t, cli, order[0]+"/", 2)
+		waitQueue(t, cli, order[0], 2)
 		c2, cancel := context.WithTimeout(ctx, 3*time.Second)
 		t2, err := second.Campaign(c2)
 		cancel()
@@ -64,68 +62,6 @@ func TestNestedNamesDoNotBlock(t *testing.T) {
 	}
 }
 
-// A key put without a lease and given one later keeps its old create
-// revision: it would head the queue with a token below one that already
-// led. It never leads: Leader and Observe report it as malformed.
-func TestForgedOlderKeyNeverLeads(t *testing.T) {
-	eps := startEtcd(t)
-	admin := newClient(t, eps)
-	a := newElector(t, newClient(t, eps), "/forge", "a")
-	ctx := ctxT(t)
-	forgedID := clientv3.LeaseID(0x0123456789abcdef)
-	forged := fmt.Sprintf("/forge/%016x", uint64(forgedID))
-	if _, err := admin.Put(ctx, forged, `{"v":1,"id":"forger"}`); err != nil { // unleased: skipped
-		t.Fatal(err)
-	}
-	obs := a.Observe(ctx)
-	ta, err := a.Campaign(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitLeader(t, obs, "a")
-	if _, err := pb.NewLeaseClient(admin.ActiveConnection()).LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 30, ID: int64(forgedID)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.Put(ctx, forged, `{"v":1,"id":"forger"}`, clientv3.WithLease(forgedID)); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.After(patience)
-	for l := range obs {
-		if l.ID == "forger" {
-			t.Fatalf("Observe reported the forged key as leader: %v (a's token %d)", l, ta.Token())
-		}
-		if l.IsZero() {
-			break // the forged key holds the head, and leads nobody
-		}
-		select {
-		case <-deadline:
-			t.Fatal("Observe never reported the forged head")
-		default:
-		}
-	}
-	_, err = a.Leader(ctx)
-	var mk *etcd.MalformedKeyError
-	if !errors.As(err, &mk) || mk.Key != forged || !strings.Contains(err.Error(), "below") {
-		t.Errorf("Leader() = %v; want a *MalformedKeyError naming %s and its low token", err, forged)
-	}
-}
-
-// waitLeader reads obs until it reports id.
-func waitLeader(t *testing.T, obs <-chan election.Leader, id string) {
-	t.Helper()
-	deadline := time.After(patience)
-	for {
-		select {
-		case l := <-obs:
-			if l.ID == id {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("Observe never reported %s", id)
-		}
-	}
-}
-
 // Campaign and Resign return within 100 ms of their ctx ending when etcd
 // does not answer (the client's connection open, its traffic dropped);
 // what is left to release goes in the background and Close waits for it,
@@ -145,7 +81,7 @@ func TestCtxHonouredWhenStoreIsSilent(t *testing.T) {
 	b := newElector(t, newClient(t, []string{m.Endpoint}), "/silent", "b")
 	cctx, cancel := context.WithCancel(ctx)
 	rb := campaignAsync(cctx, b)
-	waitKeys(t, admin, "/silent/", 2)
+	waitQueue(t, admin, "/silent", 2)
 	m.Blackhole()
 	cancel()
 	ended := time.Now()
@@ -278,7 +214,7 @@ func TestPermissionRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	rb := campaignAsync(ctx, b)
-	waitKeys(t, rootCli, "/perm/", 2)
+	waitQueue(t, rootCli, "/perm", 2)
 	if _, err := rootCli.RoleRevokePermission(ctx, "cand-role", "/perm/", clientv3.GetPrefixRangeEnd("/perm/")); err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +251,7 @@ func TestClosedClient(t *testing.T) {
 	cb := newClient(t, eps)
 	b := newElector(t, cb, "/closed", "b")
 	rb := campaignAsync(ctx, b)
-	waitKeys(t, newClient(t, eps), "/closed/", 2)
+	waitQueue(t, newClient(t, eps), "/closed", 2)
 	cb.Close()
 	select {
 	case r := <-rb:

@@ -20,12 +20,30 @@ type record struct {
 	ID       string `json:"id"`
 	Priority int64  `json:"priority"`
 	Value    []byte `json:"value,omitempty"`
+	Key      string `json:"key,omitempty"` // etcd's leader key: the queue key of the candidate that holds it
 }
 
 // Encode returns the record of the candidate o with value.
 func Encode(o election.Options, value []byte) []byte {
 	b, _ := json.Marshal(record{V: Version, ID: o.ID, Priority: o.Priority, Value: value}) // cannot fail: plain fields
 	return b
+}
+
+// EncodeLeader returns the record of the candidate o with value, naming
+// key: the record of etcd's leader key, which says whose queue key it
+// stands for.
+func EncodeLeader(o election.Options, value []byte, key string) []byte {
+	b, _ := json.Marshal(record{V: Version, ID: o.ID, Priority: o.Priority, Value: value, Key: key})
+	return b
+}
+
+// Key returns the queue key a leader record names, or "".
+func Key(data []byte) string {
+	var r record
+	if json.Unmarshal(data, &r) != nil {
+		return ""
+	}
+	return r.Key
 }
 
 // Decode checks data and returns the leader it names (ID, Value,

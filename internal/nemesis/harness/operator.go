@@ -80,14 +80,18 @@ func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID strin
 		_, err := s.cli.RoleRevokePermission(ctx, candidateRole, etcdElection+"/", clientv3.GetPrefixRangeEnd(etcdElection+"/"))
 		return "revoke the candidates' permission on " + etcdElection + "/", undo, err
 	}
-	key, lease, value, err := s.keyOf(ctx, leaderID)
+	key, queued, lease, value, err := s.keyOf(ctx, leaderID)
 	if err != nil {
 		return "find the leader's key", nil, err
 	}
 	switch action {
 	case 0:
+		if rng.Intn(2) == 0 {
+			_, err := s.cli.Delete(ctx, queued)
+			return "delete the leader's queue key " + queued, nil, err
+		}
 		_, err := s.cli.Delete(ctx, key)
-		return "delete the leader's key " + key, nil, err
+		return "delete the leader key " + key, nil, err
 	case 1:
 		_, err := s.cli.Revoke(ctx, lease)
 		return fmt.Sprintf("revoke the leader's lease %016x", int64(lease)), nil, err
@@ -104,22 +108,24 @@ func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID strin
 	}
 }
 
-// keyOf returns the leased key under the election prefix whose record
-// names id.
-func (s *etcdStore) keyOf(ctx context.Context, id string) (string, clientv3.LeaseID, []byte, error) {
-	resp, err := s.cli.Get(ctx, etcdElection+"/", clientv3.WithPrefix())
+// keyOf returns the election's leader key if its record names id, the
+// queue key it names, their lease and the leader key's value.
+func (s *etcdStore) keyOf(ctx context.Context, id string) (key, queued string, lease clientv3.LeaseID, value []byte, err error) {
+	key = etcdElection + "/_l"
+	resp, err := s.cli.Get(ctx, key)
 	if err != nil {
-		return "", 0, nil, err
+		return "", "", 0, nil, err
 	}
 	for _, kv := range resp.Kvs {
 		var rec struct {
-			ID string `json:"id"`
+			ID  string `json:"id"`
+			Key string `json:"key"`
 		}
 		if kv.Lease != 0 && json.Unmarshal(kv.Value, &rec) == nil && rec.ID == id {
-			return string(kv.Key), clientv3.LeaseID(kv.Lease), kv.Value, nil
+			return key, rec.Key, clientv3.LeaseID(kv.Lease), kv.Value, nil
 		}
 	}
-	return "", 0, nil, fmt.Errorf("no leased key of %s under %s/", id, etcdElection)
+	return "", "", 0, nil, fmt.Errorf("the leader key %s is not %s's", key, id)
 }
 
 // ZooKeeper's operator actions.

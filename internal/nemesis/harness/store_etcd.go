@@ -120,10 +120,9 @@ func (s *etcdStore) close() {
 	s.c.Close()
 }
 
-// expire revokes the lease of a candidate's key that does not lead (the
-// oldest key leads).
+// expire revokes the lease of a queued candidate that does not lead.
 func (s *etcdStore) expire(ctx context.Context, rng *rand.Rand, leaderID string) (string, bool, error) {
-	resp, err := s.cli.Get(ctx, etcdElection+"/", clientv3.WithPrefix())
+	resp, err := s.cli.Get(ctx, etcdElection+"/_c/", clientv3.WithPrefix())
 	if err != nil {
 		return "", true, err
 	}
@@ -134,14 +133,11 @@ func (s *etcdStore) expire(ctx context.Context, rng *rand.Rand, leaderID string)
 		lease clientv3.LeaseID
 	}
 	var ws []waiter
-	for i, kv := range kvs {
+	for _, kv := range kvs {
 		var rec struct {
 			ID string `json:"id"`
 		}
-		if kv.Lease == 0 || json.Unmarshal(kv.Value, &rec) != nil || rec.ID == "" {
-			continue
-		}
-		if i == 0 || rec.ID == leaderID {
+		if kv.Lease == 0 || json.Unmarshal(kv.Value, &rec) != nil || rec.ID == "" || rec.ID == leaderID {
 			continue
 		}
 		ws = append(ws, waiter{rec.ID, clientv3.LeaseID(kv.Lease)})
@@ -156,16 +152,16 @@ func (s *etcdStore) expire(ctx context.Context, rng *rand.Rand, leaderID string)
 	return w.id, true, nil
 }
 
-// garbage puts keys that are no candidate's under the prefix: one without
-// a lease, one with a lease its name does not match and a value that is
-// not a record.
+// garbage puts keys that are no candidate's in the election's queue: one
+// without a lease at its head, one with a lease at its tail whose value
+// is not a record.
 func (s *etcdStore) garbage(ctx context.Context, rng *rand.Rand) (func(context.Context) error, error) {
 	lease, err := s.cli.Grant(ctx, 30)
 	if err != nil {
 		return nil, err
 	}
-	k1 := fmt.Sprintf("%s/garbage-%d", etcdElection, rng.Int63())
-	k2 := fmt.Sprintf("%s/%016x", etcdElection, uint64(rng.Int63()))
+	k1 := fmt.Sprintf("%s/_c/ffffffffffffffffffffffffffffffff-garbage-%d", etcdElection, rng.Int63())
+	k2 := fmt.Sprintf("%s/_c/%032x-%016x-%08x", etcdElection, 0, int64(lease.ID), rng.Uint32())
 	if _, err := s.cli.Put(ctx, k1, "not a record"); err != nil {
 		return nil, err
 	}

@@ -53,9 +53,12 @@ func (l *library) NewCandidate(ctx context.Context, name, id string, ttl time.Du
 	return &candidate{e: e, c: c}, nil
 }
 
-// Registered counts the candidates' keys (etcd) or nodes (zk) of the
-// election.
+// Registered counts the candidates' queue keys (etcd: under name/_c/) or
+// nodes (zk) of the election.
 func (l *library) Registered(ctx context.Context, name string) (int, error) {
+	if !l.zk {
+		name += "/_c"
+	}
 	return l.d.Registered(ctx, name)
 }
 

@@ -1,0 +1,329 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/lograte"
+)
+
+// Session is one etcd lease, kept alive by one renewal loop, that carries
+// any number of Electors of any elections: Chubby's session. A process
+// with a leader per shard makes one Session and an Elector per shard on it
+// (NewWithSession), and renews one lease instead of thousands.
+//
+// Every Term of every Elector on a Session counts its deadline from the
+// Session's renewals, through its own lease clock and its own renewal
+// hooks: at each renewal the Session calls the before-renewal hook of
+// every Elector that leads, each in its own goroutine, and sends one
+// keepalive for all whose hooks returned by then (a slow hook delays only
+// its own Term's renewal, and a failing one ends only its own Term, never
+// the lease). The trade-off: when the Session is lost — its lease
+// expired, was revoked, or the client is refused — every leadership on it
+// ends at once, with election.ErrSessionLost, and its Electors can no
+// longer campaign (Campaign returns an error that is both ErrSessionLost
+// and election.ErrClosed): make a new Session and new Electors.
+//
+// An Elector made by New has no shared Session: each of its candidacies
+// gets a lease of its own, as if on a Session of its own.
+type Session struct {
+	cli      *clientv3.Client
+	o        election.Options
+	log      *slog.Logger
+	lease    clientv3.LeaseID
+	ttlSec   int64
+	interval time.Duration // between renewals
+	gather   time.Duration // how long a renewal waits for the leaders of its tick to join
+	private  bool          // one candidacy's: its lease is revoked with the candidacy
+	nonce    atomic.Uint32 // numbers the queue keys written under the lease
+	retries  lograte.Limiter
+
+	ctx    context.Context // canceled when the session ends
+	cancel context.CancelFunc
+	done   chan struct{}
+	wg     *sync.WaitGroup // the session's goroutines (a private session's are its Elector's)
+
+	mu      sync.Mutex
+	err     error     // why it ended; nil while it lasts
+	renewed time.Time // send time of the last renewal etcd confirmed (or of the grant)
+	next    *renewal  // the renewal that has not been sent yet
+	tick    chan struct{}
+	members map[*candidacy]func(error)
+}
+
+// renewal is one keepalive, shared by everyone who asked for a renewal
+// before it was sent.
+type renewal struct {
+	sent time.Time
+	err  error
+	done chan struct{}
+}
+
+// NewSession grants a lease and keeps it alive until Close or until etcd
+// no longer knows it. Of opts, the TTL (the lease's, rounded up to whole
+// seconds), Drift and Margin (how often it renews: every third of
+// TTL/(1+Drift) − Margin) and the Logger count; every Elector on the
+// Session takes its TTL. cli stays the caller's.
+func NewSession(ctx context.Context, cli *clientv3.Client, opts ...election.Option) (*Session, error) {
+	if cli == nil {
+		return nil, &election.OptionError{Field: "client", Value: "nil", Reason: "an etcd client is required"}
+	}
+	o, err := election.NewOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
+	s, _, err := grantSession(ctx, context.Background(), cli, o, false, new(sync.WaitGroup))
+	return s, err
+}
+
+// grantSession grants a new lease and starts its renewal loop, which
+// lasts until the session ends or life does. It returns
+// the store's revision when the lease was granted. If the grant failed in
+// a way that may have left the lease granted (its reply lost), the lease
+// is revoked for a short while, and otherwise left to expire: it holds no
+// key.
+func grantSession(ctx, life context.Context, cli *clientv3.Client, o election.Options, private bool, wg *sync.WaitGroup) (*Session, int64, error) {
+	if cli.Ctx().Err() != nil {
+		return nil, 0, sessionErr(cli, "granting a lease", cli.Ctx().Err())
+	}
+	s := &Session{cli: cli, o: o, log: o.Logger, ttlSec: int64(math.Ceil(o.TTL.Seconds())), private: private,
+		interval: o.Window() / 3, done: make(chan struct{}), wg: wg, tick: make(chan struct{}), members: map[*candidacy]func(error){}}
+	s.gather = min(s.interval/50, 10*time.Millisecond)
+	gctx, cancel := context.WithCancel(ctx)
+	defer context.AfterFunc(cli.Ctx(), cancel)()
+	defer cancel()
+	for {
+		s.lease = newLeaseID()
+		s.renewed = clock.Now()
+		rev, err := grant(gctx, cli, s.lease, s.ttlSec)
+		if errors.Is(err, rpctypes.ErrLeaseExist) {
+			continue // an ID drawn twice: draw again
+		}
+		if err != nil {
+			if gctx.Err() != nil || !isFinal(cli, err) {
+				rctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+				_, _ = cli.Revoke(rctx, s.lease) // the grant may have been applied; else it expires, holding nothing
+				cancel()
+			}
+			if ctx.Err() != nil {
+				return nil, 0, ctx.Err()
+			}
+			if isFinal(cli, err) {
+				return nil, 0, sessionErr(cli, "granting a lease", err)
+			}
+			return nil, 0, err
+		}
+		s.ctx, s.cancel = context.WithCancel(life)
+		s.wg.Add(1)
+		go s.loop()
+		return s, rev, nil
+	}
+}
+
+// Lease returns the session's lease.
+func (s *Session) Lease() clientv3.LeaseID { return s.lease }
+
+// TTL returns the TTL the session's lease was granted with.
+func (s *Session) TTL() time.Duration { return s.o.TTL }
+
+// Done is closed when the session has ended (Close, or the lease lost).
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err returns why the session ended, or nil while it lasts.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close ends every Term on the session (with election.ErrClosed), revokes
+// the lease — etcd deletes every key of every Elector on it at once, so
+// each election's next candidate leads — and stops the renewals. Electors
+// on a closed session can no longer campaign; Close them too. Safe to call
+// twice.
+func (s *Session) Close() error {
+	if !s.end(fmt.Errorf("%w: etcd session %016x closed", election.ErrClosed, uint64(s.lease))) {
+		return nil
+	}
+	var err error
+	if s.cli.Ctx().Err() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.Window())
+		_, err = s.cli.Revoke(ctx, s.lease)
+		cancel()
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			err = nil
+		}
+	}
+	s.wg.Wait()
+	if err != nil {
+		return fmt.Errorf("etcd election: revoking session lease %016x: %w (it expires on its own within its TTL)", uint64(s.lease), err)
+	}
+	return nil
+}
+
+// end ends the session with cause: every member loses its candidacy, the
+// renewals stop. It reports whether this call ended it.
+func (s *Session) end(cause error) bool {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return false
+	}
+	s.err = cause
+	members := s.members
+	s.members = nil
+	close(s.done)
+	s.mu.Unlock()
+	s.cancel()
+	for _, lose := range members {
+		lose(cause)
+	}
+	return true
+}
+
+// stop ends a private session without touching its members: its
+// candidacy is ending.
+func (s *Session) stop() {
+	s.mu.Lock()
+	if s.err == nil {
+		s.err = fmt.Errorf("%w: the candidacy ended", election.ErrClosed)
+		s.members = nil
+		close(s.done)
+	}
+	s.mu.Unlock()
+	s.cancel()
+}
+
+// join makes c a member: lose is called if the session is lost. It fails
+// if the session has ended.
+func (s *Session) join(c *candidacy, lose func(error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.ended()
+	}
+	s.members[c] = lose
+	return nil
+}
+
+// leave forgets c.
+func (s *Session) leave(c *candidacy) {
+	s.mu.Lock()
+	delete(s.members, c)
+	s.mu.Unlock()
+}
+
+// ended is the error of a Campaign on an ended session; s.mu is held.
+func (s *Session) ended() error {
+	return fmt.Errorf("%w: %w: etcd session %016x has ended (%w); make a new session", election.ErrSessionLost, election.ErrClosed, uint64(s.lease), s.err)
+}
+
+// lastRenewed returns the send time of the last renewal etcd confirmed.
+func (s *Session) lastRenewed() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.renewed
+}
+
+// ticks returns the channel closed at the next renewal tick.
+func (s *Session) ticks() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tick
+}
+
+// loop renews the lease every interval, and wakes the leaders to renew
+// with it.
+func (s *Session) loop() {
+	defer s.wg.Done()
+	tm := time.NewTimer(s.interval)
+	defer tm.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tm.C:
+		}
+		s.mu.Lock()
+		close(s.tick)
+		s.tick = make(chan struct{})
+		s.mu.Unlock()
+		next := s.interval
+		if _, err := s.renew(s.ctx); err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			n, ok := s.retries.Allow(time.Now(), retryLogEvery)
+			if ok {
+				s.log.Warn("etcd election: renewing the session lease failed; retrying", "lease", fmt.Sprintf("%016x", uint64(s.lease)), "err", err, "not_logged_since_last", n)
+			}
+			next = retryDelay
+		}
+		tm.Reset(next)
+	}
+}
+
+// renew joins the renewal that has not been sent yet, or starts one, and
+// returns its send time (never before the call) and outcome. A lease etcd
+// no longer knows, or a final error, ends the session.
+func (s *Session) renew(ctx context.Context) (time.Time, error) {
+	s.mu.Lock()
+	if s.err != nil {
+		err := s.ended()
+		s.mu.Unlock()
+		return time.Time{}, err
+	}
+	r := s.next
+	if r == nil {
+		r = &renewal{done: make(chan struct{})}
+		s.next = r
+		s.wg.Add(1)
+		go s.send(r)
+	}
+	s.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.sent, r.err
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
+}
+
+// send sends r once the others of its tick had a moment to join.
+func (s *Session) send(r *renewal) {
+	defer s.wg.Done()
+	defer close(r.done)
+	clock.Sleep(s.ctx, s.gather)
+	s.mu.Lock()
+	if s.next == r {
+		s.next = nil
+	}
+	r.sent = clock.Now()
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(s.ctx, max(s.interval, retryDelay))
+	_, r.err = s.cli.KeepAliveOnce(ctx, s.lease)
+	cancel()
+	switch {
+	case r.err == nil:
+		s.mu.Lock()
+		if r.sent.After(s.renewed) {
+			s.renewed = r.sent
+		}
+		s.mu.Unlock()
+	case errors.Is(r.err, rpctypes.ErrLeaseNotFound):
+		s.end(fmt.Errorf("%w: etcd session lease %016x expired or was revoked", election.ErrSessionLost, uint64(s.lease)))
+	case isFinal(s.cli, r.err):
+		s.end(sessionErr(s.cli, fmt.Sprintf("renewing session lease %016x", uint64(s.lease)), r.err))
+	}
+}
