@@ -21,7 +21,7 @@ import (
 )
 
 // Scenarios lists every scenario, in the order they run.
-var Scenarios = []string{"handover", "crash", "herd", "scale", "inprocess"}
+var Scenarios = []string{"handover", "crash", "herd", "scale", "shards", "inprocess"}
 
 // Config is one run of the harness.
 type Config struct {
@@ -156,6 +156,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			err = r.herd(ctx)
 		case "scale":
 			err = r.scale(ctx)
+		case "shards":
+			err = r.shards(ctx)
 		case "inprocess":
 			err = r.inprocess(ctx)
 		}

@@ -82,6 +82,7 @@ func closeAll(cs []peer.Candidate) {
 // campaigns is every candidate's Campaign call, running.
 type campaigns struct {
 	won chan int // the index of each candidate that wins
+	at  []int64  // the Mono instant candidate i's Campaign returned, set before i is sent on won
 	wg  sync.WaitGroup
 
 	mu    sync.Mutex
@@ -106,7 +107,7 @@ func campaignAll(ctx context.Context, cs []peer.Candidate) *campaigns {
 	return c
 }
 
-func newCampaigns(n int) *campaigns { return &campaigns{won: make(chan int, n)} }
+func newCampaigns(n int) *campaigns { return &campaigns{won: make(chan int, n), at: make([]int64, n)} }
 
 // start starts candidate i's Campaign. A Campaign that fails (other than
 // by ctx's end) is counted and called again after 100 ms, as an
@@ -117,8 +118,9 @@ func (c *campaigns) start(ctx context.Context, i int, cand peer.Candidate) {
 		go func() {
 			defer c.wg.Done()
 			for {
-				_, err := cand.Campaign(ctx)
+				at, err := cand.Campaign(ctx)
 				if err == nil {
+					c.at[i] = at
 					c.won <- i
 					return
 				}

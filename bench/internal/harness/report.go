@@ -25,6 +25,7 @@ type Report struct {
 	Dists     []*Dist        `json:"distributions"`
 	Herd      []*HerdRow     `json:"herd"`
 	Scale     []*ScaleRow    `json:"scale"`
+	Shards    []*ShardsRow   `json:"shards"`
 	InProcess []*InProcRow   `json:"inprocess"`
 	Targets   []*Target      `json:"targets"`
 }
@@ -91,6 +92,9 @@ type ScaleRow struct {
 	Goroutines    float64 `json:"goroutines_per_candidate"`
 	HeapBytes     float64 `json:"heap_bytes_per_candidate"`
 	Measured      bool    `json:"memory_measured"` // goroutines and heap were measured
+	Handovers     int     `json:"handovers"`       // handovers measured at the head of the full queue
+	HandoverP50MS float64 `json:"handover_p50_ms"`
+	HandoverP99MS float64 `json:"handover_p99_ms"`
 	Err           string  `json:"error,omitempty"`
 	Note          string  `json:"note,omitempty"`
 }
@@ -273,8 +277,8 @@ func (r *Report) Markdown() string {
 		w("\n")
 	}
 	if len(r.Scale) > 0 {
-		w("## Scale\n\nN candidates of one election over a pool of clients (500 candidates per client for every library that shares clients; client-go and Curator connect each candidate on its own, through its own proxy), lease TTL 30 s on etcd, session timeout 10 s on ZooKeeper (its maximum at tickTime 500 ms). The Campaign calls start as a fleet rolls out: at most 50 started and not yet registered. One leads / all registered: from the first candidate's creation (ms); a size that has not registered within the time limit is reported with what it reached. Steady state: every request, event and renewal on the pool's clients per second, per candidate, over one TTL after registration (renewals of candidates registered together come in bursts). Every case runs on a fresh server. Goroutines and heap: growth of this process per idle candidate after a GC (the servers run in other processes; the harness's own goroutine per waiting Campaign call is included for every library).\n\n")
-		w("| store | N | library | clients | one leads (ms) | all registered (ms) | steady req/s per candidate | goroutines / candidate | heap bytes / candidate |\n|---|---|---|---|---|---|---|---|---|\n")
+		w("## Scale\n\nN candidates of one election over a pool of clients (500 candidates per client for every library that shares clients; client-go and Curator connect each candidate on its own, through its own proxy), lease TTL 30 s on etcd, session timeout 10 s on ZooKeeper (its maximum at tickTime 500 ms). The Campaign calls start as a fleet rolls out: at most 50 started and not yet registered. One leads / all registered: from the first candidate's creation (ms); a size that has not registered within the time limit is reported with what it reached. Steady state: every request, event and renewal on the pool's clients per second, per candidate, over one TTL after registration (renewals of candidates registered together come in bursts). Every case runs on a fresh server. Goroutines and heap: growth of this process per idle candidate after a GC (the servers run in other processes; the harness's own goroutine per waiting Campaign call is included for every library). Handover at N: then the leader releases and the next candidate's Campaign returns, 50 times in a row at the head of the full queue (compare with the handover scenario's churn figures, N = 2).\n\n")
+		w("| store | N | library | clients | one leads (ms) | all registered (ms) | steady req/s per candidate | goroutines / candidate | heap bytes / candidate | handover at N, p50 / p99 (ms) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range r.Scale {
 			lib := s.Lib
 			if s.Err != "" {
@@ -291,7 +295,26 @@ func (r *Report) Markdown() string {
 			if !s.Measured {
 				g, h = "—", "—"
 			}
-			w("| %s | %d | %s | %d | %s | %s | %s | %s | %s |\n", s.Store, s.N, lib, s.Clients, ms(s.LeadMS), ms(s.RegisteredMS), rate, g, h)
+			ho := "—"
+			if s.Handovers > 0 {
+				ho = fmt.Sprintf("%s / %s (%d)", ms(s.HandoverP50MS), ms(s.HandoverP99MS), s.Handovers)
+			}
+			w("| %s | %d | %s | %d | %s | %s | %s | %s | %s | %s |\n", s.Store, s.N, lib, s.Clients, ms(s.LeadMS), ms(s.RegisteredMS), rate, g, h, ho)
+		}
+		w("\n")
+	}
+	if len(r.Shards) > 0 {
+		w("## Shards\n\nE elections, each with a candidate of each of three processes (one connection each), every process on one session: backend/etcd's Session, concurrency.Election's Session, backend/zk's connection. Lease TTL / session timeout 10 s. The first process campaigns in every election (at most 50 Campaign calls in flight) and leads there; then the two others, at most 50 started and not yet registered (etcd: counted by the keys under the elections' common prefix; ZooKeeper: not counted, so not timed). Steady state: every request, event and renewal of the three processes per second, per process, over one TTL. Goroutines and heap: growth of this process per idle election (three candidates) after a GC. Every case runs on a fresh server.\n\n")
+		w("| store | elections | library | all lead (ms) | all registered (ms) | steady req/s per process | goroutines / election | heap bytes / election |\n|---|---|---|---|---|---|---|---|\n")
+		for _, s := range r.Shards {
+			lib := s.Lib
+			if s.Err != "" {
+				lib += " (error: " + s.Err + ")"
+			}
+			if s.Note != "" {
+				lib += " (" + s.Note + ")"
+			}
+			w("| %s | %d | %s | %s | %s | %.2f | %.2f | %.0f |\n", s.Store, s.Elections, lib, ms(s.LeadersMS), ms(s.RegisteredMS), s.ReqPerSecProc, s.Goroutines, s.HeapBytes)
 		}
 		w("\n")
 	}

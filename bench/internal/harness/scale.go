@@ -120,9 +120,9 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 		closeAll(cs)
 		camp.wg.Wait()
 	}()
-	patience := r.sz.scalePatience
+	patience := max(r.sz.scalePatience, time.Duration(s.N)*1200*time.Microsecond) // 120 s at N = 100,000
 	deadline := time.Now().Add(patience)
-	led, registered := false, !hasCensus
+	led, registered, first := false, !hasCensus, -1
 	r.logf("  %d candidates made in %v", s.N, time.Since(start).Round(time.Millisecond))
 	// Start the Campaign calls with at most scaleWindow of them not yet
 	// registered, as a fleet rolls out, rather than all in the same
@@ -173,7 +173,7 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 		}
 		if !led {
 			select {
-			case <-camp.won:
+			case first = <-camp.won:
 				led = true
 				s.LeadMS = float64(time.Since(start).Microseconds()) / 1000
 			default:
@@ -229,8 +229,48 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 	if ctx.Err() != nil {
 		return errors.New("interrupted")
 	}
+	if led && registered {
+		r.scaleHandovers(ctx, cs, camp, first, s)
+	}
 	if n, err := camp.failed(); n > 0 {
 		s.Note = strings.TrimPrefix(s.Note+fmt.Sprintf("; %d Campaign calls failed and were called again, the first: %v", n, err), "; ")
 	}
 	return nil
 }
+
+// scaleHandovers measures handovers at the head of a full queue: the
+// leader releases, the next candidate's Campaign returns (from the
+// release's start to the return, on the Mono clock).
+func (r *run) scaleHandovers(ctx context.Context, cs []peer.Candidate, camp *campaigns, leader int, s *ScaleRow) {
+	n := scaleHandoverSamples
+	if r.cfg.Short {
+		n = 3
+	}
+	var lat []float64
+	for range min(n, len(cs)-1) {
+		t0, err := cs[leader].Release(ctx)
+		if err != nil {
+			s.Note = strings.TrimPrefix(s.Note+fmt.Sprintf("; a release failed: %v", err), "; ")
+			break
+		}
+		select {
+		case next := <-camp.won:
+			lat = append(lat, float64(camp.at[next]-t0)/1e6)
+			leader = next
+		case <-time.After(10 * time.Second):
+			s.Note = strings.TrimPrefix(s.Note+"; a handover took over 10 s", "; ")
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil || len(lat) == 0 {
+			break
+		}
+	}
+	if len(lat) > 0 {
+		d := &Dist{MS: lat}
+		s.HandoverP50MS, s.HandoverP99MS, s.Handovers = d.Q(0.5), d.Q(0.99), len(lat)
+	}
+}
+
+// scaleHandoverSamples is how many handovers the scale scenario measures
+// at the head of each full queue.
+const scaleHandoverSamples = 50

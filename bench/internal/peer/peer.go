@@ -83,3 +83,23 @@ type Census interface {
 type Limited interface {
 	MaxCandidates() int
 }
+
+// Fleet is implemented by a Library whose candidates of many elections
+// can share one session per process (an etcd lease, a ZooKeeper
+// session): the shards scenario runs a leader per shard this way.
+type Fleet interface {
+	// NewProcess opens one process's connection and session of ttl.
+	NewProcess(ctx context.Context, ttl time.Duration) (Process, error)
+}
+
+// Process is one process of a sharded service: one connection, one
+// session, any number of candidates of any elections.
+type Process interface {
+	// NewCandidate makes a candidate of the election called name on the
+	// process's session.
+	NewCandidate(ctx context.Context, name, id string) (Candidate, error)
+	// Counts is what the process's connection carried.
+	Counts() Counts
+	// Close closes the session and the connection (the candidates first).
+	Close() error
+}

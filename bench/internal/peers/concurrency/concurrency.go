@@ -92,3 +92,58 @@ func (c *candidate) Close() error {
 	}
 	return c.s.Close()
 }
+
+// NewProcess opens a client and one concurrency.Session of ttl on it that
+// every candidate of the process shares.
+func (l *library) NewProcess(ctx context.Context, ttl time.Duration) (peer.Process, error) {
+	c, err := l.d.Get(ttl)
+	if err != nil {
+		return nil, err
+	}
+	secs := int((ttl + time.Second - 1) / time.Second)
+	s, err := concurrency.NewSession(c.Etcd, concurrency.WithTTL(secs), concurrency.WithContext(context.Background()))
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("concurrency: session: %w", err)
+	}
+	return &process{c: c, s: s}, nil
+}
+
+type process struct {
+	c *conns.Conn
+	s *concurrency.Session
+}
+
+func (p *process) NewCandidate(_ context.Context, name, id string) (peer.Candidate, error) {
+	return &sessionCandidate{e: concurrency.NewElection(p.s, name), id: id}, nil
+}
+
+func (p *process) Counts() peer.Counts { return p.c.Counts() }
+
+func (p *process) Close() error {
+	err := p.s.Close()
+	p.c.Close()
+	return err
+}
+
+// sessionCandidate is a candidate on its process's shared Session.
+type sessionCandidate struct {
+	e  *concurrency.Election
+	id string
+}
+
+func (c *sessionCandidate) Campaign(ctx context.Context) (int64, error) {
+	err := c.e.Campaign(ctx, c.id)
+	return mono.Now(), err
+}
+
+func (c *sessionCandidate) Release(ctx context.Context) (int64, error) {
+	t := mono.Now()
+	return t, c.e.Resign(ctx)
+}
+
+func (c *sessionCandidate) Crash() (int64, error) {
+	return 0, fmt.Errorf("concurrency: a candidate on a shared session cannot crash alone")
+}
+
+func (c *sessionCandidate) Close() error { return nil } // the Session's Close revokes its keys

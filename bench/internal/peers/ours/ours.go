@@ -69,6 +69,7 @@ func (l *library) Close() error { return l.d.Close() }
 type candidate struct {
 	e       election.Elector
 	c       *conns.Conn
+	shared  bool // c is its process's: the process closes it
 	crashed bool
 }
 
@@ -95,6 +96,56 @@ func (c *candidate) Close() error {
 		return c.e.Close()
 	}
 	err := c.e.Close()
-	c.c.Close()
+	if !c.shared {
+		c.c.Close()
+	}
+	return err
+}
+
+// NewProcess opens a connection and, on etcd, a Session of ttl on it that
+// every candidate of the process shares; on ZooKeeper the connection is
+// the session.
+func (l *library) NewProcess(ctx context.Context, ttl time.Duration) (peer.Process, error) {
+	c, err := l.d.Get(ttl)
+	if err != nil {
+		return nil, err
+	}
+	p := &process{c: c}
+	if !l.zk {
+		if p.s, err = etcd.NewSession(ctx, c.Etcd, election.WithTTL(ttl)); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+type process struct {
+	c *conns.Conn
+	s *etcd.Session // nil on ZooKeeper
+}
+
+func (p *process) NewCandidate(_ context.Context, name, id string) (peer.Candidate, error) {
+	var e election.Elector
+	var err error
+	if p.s == nil {
+		e, err = zk.New(p.c.ZK, name, election.WithID(id))
+	} else {
+		e, err = etcd.NewWithSession(p.s, name, election.WithID(id))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &candidate{e: e, c: p.c, shared: true}, nil
+}
+
+func (p *process) Counts() peer.Counts { return p.c.Counts() }
+
+func (p *process) Close() error {
+	var err error
+	if p.s != nil {
+		err = p.s.Close()
+	}
+	p.c.Close()
 	return err
 }
