@@ -1,7 +1,7 @@
 // Package etcd is the election backend on etcd: candidates queue under
-// their leases in a key order etcd reads in O(log N), the head of the
-// queue creates the one leader key, and each waiter watches only the
-// candidate just ahead of it.
+// their leases in key order, read in windows whose cost does not grow with
+// the queue, the head of the queue creates the one leader key, and each
+// waiter watches only the candidate just ahead of it.
 //
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints})
 //	...
@@ -23,12 +23,19 @@
 // Priority first, then earlier arrival (the store's revision read just
 // before the key was written; the grant of a candidacy's own lease gives
 // it at no extra cost). "The candidate just ahead" is the smallest key
-// above one's own, and "anyone ahead" that read coming back empty: both
-// are key-ascending ranges with a limit, the only kind of range etcd
-// answers without reading the whole range (any other sort order or a
-// revision filter makes etcd v3.6 fetch and sort every key of it). So a
-// registration, a handover and a Leader call cost the same with 10 or
-// 100,000 candidates (BENCHMARKS.md, "Scale").
+// above one's own, and "anyone ahead" that read coming back empty. etcd
+// v3.6 answers a range by visiting every key of it in its index, even
+// with a limit (to count them), and a range Compare by reading every key
+// of it with its value; any sort order but key-ascending, or a revision
+// filter, also fetches every value. So the queue is read in windows above
+// one's key — 16 ranks (arrivals), then 4,096 times wider each, the last
+// up to the queue's end — each in a nested transaction that reads the
+// next window only if this one is empty: a read costs the keys of the
+// first non-empty window and an index lookup per empty one. A
+// registration reads the first window in its create, and reads on only
+// if that is empty; the claim of the leader key checks the windows the
+// same way. So the store's work for a registration, a handover or a
+// Leader call does not grow with the queue (BENCHMARKS.md, "Scale").
 //
 // Segments of election names that begin with "_" are reserved for these
 // keys: New refuses them, so that no election's keys fall among another's.
@@ -38,8 +45,8 @@
 //
 // Campaign takes a lease (a new one per candidacy, or the shared
 // Session's) and, in one transaction, creates its queue key (refusing to
-// overwrite) and reads the keys around it. Then the candidacy's goroutine
-// waits:
+// overwrite) and reads the first window above it and the leader key. Then
+// the candidacy's goroutine waits:
 //
 //   - with candidates ahead, it watches the range from its own key to the
 //     key just ahead of it — or, when that key heads the queue, to the

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -307,21 +308,42 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		c.halt()
 		return nil, err
 	}
+	// The create reads the first window above the key only: in a queue
+	// filling up it holds the key just ahead; otherwise the candidacy's
+	// goroutine reads on (a read-only look) rather than carry every
+	// window in a write, which etcd logs whole.
+	from := after(c.key)
+	first := e.lay.windows(from)[0]
+	near := []clientv3.Op{
+		clientv3.OpGet(c.key, clientv3.WithKeysOnly()),
+		clientv3.OpGet(from, clientv3.WithRange(first), clientv3.WithLimit(2), clientv3.WithKeysOnly()),
+		clientv3.OpGet(e.lay.leader),
+	}
+	nearView := func(rev int64, rs []*pb.ResponseOp) *view {
+		v := &view{rev: rev, last: first == e.lay.queueEnd}
+		if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			v.own = kvs[0]
+		}
+		v.above = rs[1].GetResponseRange().GetKvs()
+		if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			v.leader = kvs[0]
+		}
+		return v
+	}
 	var v *view
-	for v == nil {
-		look := e.lookOps(c, after(c.key), false)
+	for {
 		resp, err := e.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
-			Then(append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, look...)...).
-			Else(look...).
+			Then(append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, near...)...).
+			Else(near...).
 			Commit()
 		if err == nil && resp.Succeeded {
 			c.rev = resp.Header.Revision
-			v = e.parseView(resp.Header.Revision, resp.Responses[1:])
+			v = nearView(resp.Header.Revision, resp.Responses[1:])
 			break
 		}
 		if err == nil { // the key exists: an earlier try of this create whose reply was lost, or not ours
-			v = e.parseView(resp.Header.Revision, resp.Responses)
+			v = nearView(resp.Header.Revision, resp.Responses)
 			if v.own == nil || v.own.Lease != int64(s.lease) {
 				err = fmt.Errorf("key %s already exists under another lease", c.key)
 				v = nil
@@ -345,6 +367,16 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		c.halt()
 		e.releaseWithin(c, true)
 		return nil, election.ErrClosed
+	}
+	if len(v.above) == 0 && !v.last {
+		if v.leader == nil {
+			// Nothing in the first window and no leader: most likely an
+			// empty election. Try to lead at once: the claim checks every
+			// window and, where one is not empty, reads it instead.
+			v.last = true
+		} else {
+			v = nil // the goroutine reads on for the key ahead
+		}
 	}
 	e.cand = c
 	e.wg.Add(1)

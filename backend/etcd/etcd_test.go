@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -443,5 +444,53 @@ func TestLeaderCmpAndProclaim(t *testing.T) {
 	}
 	if _, err := a.LeaderCmp(tb); !errors.Is(err, election.ErrNotLeader) {
 		t.Errorf("LeaderCmp(other's term) = %v", err)
+	}
+}
+
+// The queue serves the highest priority first, ties in arrival order, and
+// every read of it walks the windows above a key: keys of other
+// priorities lie 2^64 ranks and more apart, in the far windows.
+func TestPriorityOrdersTheQueue(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	cli := newClient(t, eps)
+	ctx := ctxT(t)
+	prios := []int64{0, 0, 9, -5, 9, math.MinInt64, math.MaxInt64}
+	es := make([]*etcd.Elector, len(prios))
+	for i, p := range prios {
+		es[i] = newElector(t, cli, "/prio", fmt.Sprintf("c%d", i), election.WithPriority(p))
+	}
+	first, err := es[0].Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make([]<-chan result, len(es))
+	for i := 1; i < len(es); i++ {
+		results[i] = campaignAsync(ctx, es[i])
+		waitQueue(t, admin, "/prio", i+1)
+	}
+	prev, leader := first, 0
+	for _, next := range []int{6, 2, 4, 1, 3, 5} {
+		if err := es[leader].Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := await(t, results[next])
+		if r.err != nil {
+			t.Fatalf("c%d: %v", next, r.err)
+		}
+		if r.t.Token() <= prev.Token() {
+			t.Fatalf("c%d: token %d after %d", next, r.t.Token(), prev.Token())
+		}
+		for i, ch := range results {
+			if ch == nil || i == next {
+				continue
+			}
+			select {
+			case r := <-ch:
+				t.Fatalf("c%d's Campaign returned (%v) when c%d (priority %d) should lead", i, r.err, next, prios[next])
+			default:
+			}
+		}
+		results[next], prev, leader = nil, r.t, next
 	}
 }

@@ -53,16 +53,19 @@ const oldLayoutPoll = 500 * time.Millisecond
 
 // view is one read of the queue around a candidacy.
 type view struct {
-	rev    int64
-	own    *mvccpb.KeyValue   // the candidacy's queue key (keys only), or nil
-	above  []*mvccpb.KeyValue // up to two keys just above where the read began (keys only)
-	leader *mvccpb.KeyValue   // the leader key, or nil
-	old    *mvccpb.KeyValue   // a leased key of the previous layout, or nil
+	rev   int64
+	own   *mvccpb.KeyValue   // the candidacy's queue key (keys only), or nil
+	above []*mvccpb.KeyValue // up to two keys just above where the read began (keys only)
+	// last: above came from the last window, up to the queue's end, so
+	// one key alone there heads the queue.
+	last   bool
+	leader *mvccpb.KeyValue // the leader key, or nil
+	old    *mvccpb.KeyValue // a leased key of the previous layout, or nil
 }
 
-// lookOps reads c's key, the two keys just above from, the leader key and
-// the first key of each range a key of the previous layout would be in:
-// each a key-ascending range with a limit, O(log N) on the server.
+// lookOps reads c's key, the two keys just above from (the windows of
+// aboveOp), the leader key and the first key of each range a key of the
+// previous layout would be in.
 func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []clientv3.Op {
 	opts := func(o ...clientv3.OpOption) []clientv3.OpOption {
 		if serializable {
@@ -72,16 +75,18 @@ func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []client
 	}
 	return []clientv3.Op{
 		clientv3.OpGet(c.key, opts(clientv3.WithKeysOnly())...),
-		clientv3.OpGet(from, opts(clientv3.WithRange(e.lay.queueEnd), clientv3.WithLimit(2), clientv3.WithKeysOnly())...),
+		e.lay.aboveOp(from, serializable),
 		clientv3.OpGet(e.lay.leader, opts()...),
 		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1), clientv3.WithKeysOnly())...),
 		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1), clientv3.WithKeysOnly())...),
 	}
 }
 
-func (e *Elector) parseView(rev int64, rs []*pb.ResponseOp) *view {
+// parseView reads the responses of lookOps(c, from, …).
+func (e *Elector) parseView(rev int64, rs []*pb.ResponseOp, from string) *view {
 	get := func(i int) []*mvccpb.KeyValue { return rs[i].GetResponseRange().GetKvs() }
-	v := &view{rev: rev, above: get(1)}
+	v := &view{rev: rev}
+	v.above, v.last = readAbove(rs[1], len(e.lay.windows(from)))
 	if kvs := get(0); len(kvs) > 0 {
 		v.own = kvs[0]
 	}
@@ -133,7 +138,7 @@ func (e *Elector) look(ctx context.Context, c *candidacy, from string, floor int
 			floor, lagged = 0, true // that member lags behind the deletion: read linearizably
 			continue
 		}
-		return e.parseView(resp.Header.Revision, resp.Responses), nil
+		return e.parseView(resp.Header.Revision, resp.Responses, from), nil
 	}
 }
 
@@ -161,6 +166,9 @@ type follower struct {
 func (e *Elector) follow(c *candidacy, v *view) {
 	defer e.wg.Done()
 	f := &follower{e: e, c: c, from: after(c.key), warned: map[string]bool{}}
+	if v == nil {
+		f.floor = c.rev // a serializable read that has seen c's key will do
+	}
 	defer f.closeWatch()
 	token, sent, ok := f.waitTurn(v)
 	if !ok || !f.elect(token, sent) {
@@ -235,8 +243,8 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 		switch {
 		case len(v.above) > 0:
 			end := after(string(v.above[0].Key))
-			if len(v.above) == 1 {
-				end = after(e.lay.leader) // the key ahead heads the queue: its leader key too
+			if len(v.above) == 1 && v.last || v.leader != nil && record.Key(v.leader.Value) == string(v.above[0].Key) {
+				end = after(e.lay.leader) // the key ahead heads the queue (or leads): its leader key too
 			}
 			f.watch(end, v.rev+1)
 		case v.old != nil:
@@ -334,19 +342,38 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		}
 	}
 	sent := s.lastRenewed()
+	// Nothing queued above c: checked window by window (layout.nested),
+	// each window's check running only if the one below was empty.
+	nothingAbove := e.lay.nested(f.from,
+		func() []clientv3.Op {
+			return []clientv3.Op{clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(s.lease))}
+		},
+		func(lo, hi string) []clientv3.Op {
+			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(2), clientv3.WithKeysOnly())}
+		})
 	resp, err := e.cli.Txn(c.ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
-			clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
-			clientv3.Compare(clientv3.CreateRevision(f.from), "=", 0).WithRange(e.lay.queueEnd)).
-		Then(clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(s.lease))).
+			clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease)).
+		Then(nothingAbove).
 		Else(e.lookOps(c, f.from, false)...).
 		Commit()
 	if err != nil {
 		return nil, 0, sent, err
 	}
 	if !resp.Succeeded {
-		return e.parseView(resp.Header.Revision, resp.Responses), 0, sent, nil
+		return e.parseView(resp.Header.Revision, resp.Responses, f.from), 0, sent, nil
+	}
+	rs, claimed, depth := walkNested(resp.Responses[0])
+	if !claimed {
+		// A window above c is not empty: at this revision c's key is its
+		// own (the transaction compared it) and no one leads.
+		v := &view{rev: resp.Header.Revision, own: &mvccpb.KeyValue{Key: []byte(c.key), CreateRevision: c.rev, Lease: int64(s.lease)}}
+		if len(rs) > 0 {
+			v.above = rs[0].GetResponseRange().GetKvs()
+		}
+		v.last = depth == len(e.lay.windows(f.from))-1
+		return v, 0, sent, nil
 	}
 	return nil, resp.Header.Revision, sent, nil
 }

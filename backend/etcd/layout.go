@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -36,11 +37,9 @@ import (
 // (16 hex digits: earlier, larger), then the session's lease and a nonce
 // of the session (16 and 8 hex digits) that keep several candidacies on
 // one lease apart. So "the candidate just ahead of mine" is the smallest
-// key above mine, and "anyone ahead" the same read coming back empty: both
-// are key-ascending ranges with a limit, which etcd answers in O(log N)
-// (any other sort order, or a revision filter, makes etcd read the whole
-// range). The queue decides only who tries N/_l next; N/_l alone carries
-// safety and the token.
+// key above mine, and "anyone ahead" the same read coming back empty, both
+// read window by window (windows, nested below). The queue decides only
+// who tries N/_l next; N/_l alone carries safety and the token.
 //
 // Segments of election names that begin with "_" are reserved for these
 // keys (New refuses them), so that no election's keys fall into another's.
@@ -170,4 +169,132 @@ func (e *MalformedKeyError) Unwrap() []error {
 
 func malformed(kv *mvccpb.KeyValue, err error) *MalformedKeyError {
 	return &MalformedKeyError{Key: string(kv.Key), CreateRevision: kv.CreateRevision, Lease: kv.Lease, Reason: err.Error()}
+}
+
+// Reading above a key. etcd answers a range with a limit by visiting every
+// key of the range in its index, to count them (RangeResponse.Count), and a
+// range Compare by reading every key of the range with its value: so a
+// read of "the key just above mine" over the rest of the queue costs
+// O(keys above), and N registrations O(N²). The queue is read instead in
+// windows of growing width above the key, each inside a nested transaction
+// that goes on to the next window only if this one is empty: the read
+// costs the keys of the first non-empty window and O(log N) for each
+// empty one, whatever the queue's length.
+
+// firstWindowBits and windowStepBits: the first window spans 16 ranks
+// above the key (same priority, arrivals up to 16 revisions earlier), each
+// next one 4,096 times more; the last one ends at the queue's end. A read
+// walks at most 12 windows, which keeps the transactions small (a claim is
+// a write, and etcd logs a write whole).
+const (
+	firstWindowBits = 4
+	windowStepBits  = 12
+)
+
+// windows returns the ends of the windows above from (a queue key plus
+// "\x00"), the last being the queue's end. A key whose name does not carry
+// a rank gets the one window up to the queue's end.
+func (l layout) windows(from string) []string {
+	s, ok := strings.CutPrefix(from, l.queue)
+	if !ok || len(s) < 32 {
+		return []string{l.queueEnd}
+	}
+	hi, err1 := strconv.ParseUint(s[:16], 16, 64)
+	lo, err2 := strconv.ParseUint(s[16:32], 16, 64)
+	if err1 != nil || err2 != nil {
+		return []string{l.queueEnd}
+	}
+	var ends []string
+	for b := firstWindowBits; b < 128; b += windowStepBits {
+		// rank + 2^b, as 128 bits (hi, lo); stop at overflow.
+		h, lw := hi, lo
+		if b < 64 {
+			var carry uint64
+			lw, carry = bits.Add64(lo, 1<<b, 0)
+			h, carry = bits.Add64(hi, 0, carry)
+			if carry != 0 {
+				break
+			}
+		} else {
+			var carry uint64
+			h, carry = bits.Add64(hi, 1<<(b-64), 0)
+			if carry != 0 {
+				break
+			}
+		}
+		ends = append(ends, fmt.Sprintf("%s%016x%016x", l.queue, h, lw))
+	}
+	return append(ends, l.queueEnd)
+}
+
+// emptyIn is a Compare that holds when no key lies in [lo, hi).
+func emptyIn(lo, hi string) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(lo), "=", 0).WithRange(hi)
+}
+
+// nested builds the transactions that walk the windows above from: the
+// window [lo, hi) is compared empty, and then the next window's
+// transaction runs, or, after the last, then(); otherwise orElse(lo, hi).
+func (l layout) nested(from string, then func() []clientv3.Op, orElse func(lo, hi string) []clientv3.Op) clientv3.Op {
+	ends := l.windows(from)
+	var build func(i int, lo string) clientv3.Op
+	build = func(i int, lo string) clientv3.Op {
+		hi := ends[i]
+		var next []clientv3.Op
+		if i+1 < len(ends) {
+			next = []clientv3.Op{build(i+1, hi)}
+		} else {
+			next = then()
+		}
+		return clientv3.OpTxn([]clientv3.Cmp{emptyIn(lo, hi)}, next, orElse(lo, hi))
+	}
+	return build(0, from)
+}
+
+// aboveOp reads up to two keys (keys only) of the first non-empty window
+// above from; see readAbove.
+func (l layout) aboveOp(from string, serializable bool) clientv3.Op {
+	return l.nested(from, func() []clientv3.Op { return nil }, func(lo, hi string) []clientv3.Op {
+		o := []clientv3.OpOption{clientv3.WithRange(hi), clientv3.WithLimit(2), clientv3.WithKeysOnly()}
+		if serializable {
+			o = append(o, clientv3.WithSerializable())
+		}
+		return []clientv3.Op{clientv3.OpGet(lo, o...)}
+	})
+}
+
+// readAbove returns what aboveOp read over n windows: up to two keys, the
+// first of them the key just above from, and whether the window they came
+// from is the last, up to the queue's end (so that one key alone heads the
+// queue; no key at all: nothing is queued above from).
+func readAbove(r *pb.ResponseOp, n int) (kvs []*mvccpb.KeyValue, last bool) {
+	for i := 0; ; i++ {
+		t := r.GetResponseTxn()
+		if t == nil || len(t.Responses) == 0 {
+			return nil, true
+		}
+		if !t.Succeeded {
+			return t.Responses[0].GetResponseRange().GetKvs(), i == n-1
+		}
+		r = t.Responses[0]
+	}
+}
+
+// walkNested follows a response of nested down to the branch that ran
+// last: the responses of then() (claimed true), or of orElse for the
+// window at depth.
+func walkNested(r *pb.ResponseOp) (rs []*pb.ResponseOp, claimed bool, depth int) {
+	for ; ; depth++ {
+		t := r.GetResponseTxn()
+		if t == nil {
+			return nil, false, depth
+		}
+		if !t.Succeeded {
+			return t.Responses, false, depth
+		}
+		if len(t.Responses) != 1 || t.Responses[0].GetResponseTxn() == nil {
+			return t.Responses, true, depth
+		}
+		r = t.Responses[0]
+	}
 }

@@ -76,3 +76,55 @@ func TestDecodeLeader(t *testing.T) {
 		}
 	}
 }
+
+// The windows above a key cover the rest of the queue, each key above in
+// exactly one of them, growing from 2^16 ranks to the queue's end.
+func TestWindowsAboveAKey(t *testing.T) {
+	l := newLayout("/svc")
+	for _, k := range []string{
+		l.queueKey(0, 1000, 7, 1),
+		l.queueKey(0, math.MaxInt64, 7, 1),
+		l.queueKey(math.MinInt64, 1, 7, 1),
+		l.queueKey(math.MaxInt64, 0, 7, 1), // the top rank: one window
+	} {
+		from := after(k)
+		ends := l.windows(from)
+		if len(ends) == 0 || ends[len(ends)-1] != l.queueEnd || len(ends) > 1+(128-firstWindowBits+windowStepBits-1)/windowStepBits {
+			t.Fatalf("windows(%q) = %q: want at most %d ends, the last the queue's end", k, ends, 1+(128-firstWindowBits+windowStepBits-1)/windowStepBits)
+		}
+		lo := from
+		for _, hi := range ends {
+			if hi <= lo {
+				t.Fatalf("windows(%q): %q does not grow past %q", k, hi, lo)
+			}
+			lo = hi
+		}
+		// Keys above k land in the window their distance says.
+		above := []string{
+			l.queueKey(0, 999, 7, 1),
+			l.queueKey(0, 1, 7, 1),
+			l.queueKey(1, 5, 7, 1),
+			l.queueKey(math.MaxInt64, 0, 7, 1),
+		}
+		for _, a := range above {
+			if a <= from {
+				continue
+			}
+			if !slices.ContainsFunc(ends, func(e string) bool { return a < e }) {
+				t.Errorf("key %q above %q is in no window %q", a, k, ends)
+			}
+		}
+	}
+	k := l.queueKey(0, 100000, 7, 1)
+	ends := l.windows(after(k))
+	if near := l.queueKey(0, 99999, 7, 1); near >= ends[0] {
+		t.Errorf("the key just ahead, %q, is not in the first window (ending %q)", near, ends[0])
+	}
+	// 2^16 < 70,000 <= 2^28: the third window.
+	if far := l.queueKey(0, 100000-70000, 7, 1); far < ends[1] || far >= ends[2] {
+		t.Errorf("a key 70,000 arrivals ahead, %q, is not in the third window [%q, %q)", far, ends[1], ends[2])
+	}
+	if got := l.windows(l.queue + "garbage\x00"); !slices.Equal(got, []string{l.queueEnd}) {
+		t.Errorf("windows above a key without a rank = %q, want the one window up to the queue's end", got)
+	}
+}

@@ -47,6 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	libsFlag := fs.String("libs", "", "comma-separated substrings: measure only the libraries whose names contain one (the floors always run)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	scaleNs := fs.String("scale", "", "comma-separated candidate counts for the scale scenario (default: the mode's)")
+	shardsN := fs.Int("shards", 0, "elections in the shards scenario (0: the mode's default, 10000; 20 with -short)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -54,11 +55,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	if *shardsN < 0 {
+		fmt.Fprintf(stderr, "bench: -shards %d is negative\n", *shardsN)
+		return 2
+	}
 	if *samples < 0 {
 		fmt.Fprintf(stderr, "bench: -samples %d is negative\n", *samples)
 		return 2
 	}
-	cfg := harness.Config{Short: *short, Samples: *samples, Libs: *libsFlag, Command: "bench " + strings.Join(args, " ")}
+	cfg := harness.Config{Short: *short, Samples: *samples, Libs: *libsFlag, Shards: *shardsN, Command: "bench " + strings.Join(args, " ")}
 	for _, f := range strings.Split(*scaleNs, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue

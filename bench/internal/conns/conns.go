@@ -90,11 +90,12 @@ type Dialer struct {
 	servers   []string // zk
 	zk        bool
 
-	mu     sync.Mutex // guards pool, next, closed, census
-	pool   []*Conn
-	next   int
-	closed bool
-	census *Conn // a Plain connection of the dialer's own, for Registered
+	mu      sync.Mutex // guards pool, next, closed, census
+	pool    []*Conn
+	next    int
+	closed  bool
+	census  *Conn // a Plain connection of the dialer's own, for Registered
+	tallies map[string]*Tally
 
 	cmu      sync.Mutex // guards counters
 	counters []*instrument.Counter
@@ -206,9 +207,10 @@ func (d *Dialer) Counts() peer.Counts {
 	return s
 }
 
-// Registered counts the candidates registered in the election name (see
-// Census) through a Plain connection the dialer opens on first use and
-// keeps until Close.
+// Registered counts the candidates registered in the election name
+// through a Plain connection the dialer opens on first use and keeps until
+// Close: on ZooKeeper by Census, on etcd by a Tally of the election's
+// prefix made on the first call for that name.
 func (d *Dialer) Registered(ctx context.Context, name string) (int, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -219,7 +221,21 @@ func (d *Dialer) Registered(ctx context.Context, name string) (int, error) {
 		}
 		d.census = c
 	}
-	return Census(ctx, d.census, name)
+	if d.census.ZK != nil {
+		return Census(ctx, d.census, name)
+	}
+	t := d.tallies[name]
+	if t == nil {
+		var err error
+		if t, err = NewTally(ctx, d.census.Etcd, name+"/"); err != nil {
+			return 0, err
+		}
+		if d.tallies == nil {
+			d.tallies = map[string]*Tally{}
+		}
+		d.tallies[name] = t
+	}
+	return t.Count()
 }
 
 // Close closes the pool and the census connection.
@@ -227,6 +243,10 @@ func (d *Dialer) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.closed = true
+	for _, t := range d.tallies {
+		t.Close()
+	}
+	d.tallies = nil
 	if d.census != nil {
 		d.census.Close()
 		d.census = nil
@@ -239,7 +259,9 @@ func (d *Dialer) Close() error {
 	return nil
 }
 
-// Census counts the keys under name + "/" (etcd) or the children of the
+// Census counts the keys under name + "/" (etcd: a count-only range,
+// which visits every key under the prefix in the member's index; poll a
+// Tally instead) or the children of the
 // path name (ZooKeeper) through c.
 func Census(ctx context.Context, c *Conn, name string) (int, error) {
 	if c.ZK != nil {

@@ -40,6 +40,8 @@ type Config struct {
 	Log io.Writer
 	// Command is the command line, for the report.
 	Command string
+	// Shards, if set, is the number of elections of the shards scenario.
+	Shards int
 	// ScaleNs, if set, replaces the scale scenario's sizes.
 	ScaleNs []int
 	// Entries overrides the registry (nil: libs.All()), for tests.

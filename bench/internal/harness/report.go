@@ -304,8 +304,8 @@ func (r *Report) Markdown() string {
 		w("\n")
 	}
 	if len(r.Shards) > 0 {
-		w("## Shards\n\nE elections, each with a candidate of each of three processes (one connection each), every process on one session: backend/etcd's Session, concurrency.Election's Session, backend/zk's connection. Lease TTL / session timeout 10 s. The first process campaigns in every election (at most 50 Campaign calls in flight) and leads there; then the two others, at most 50 started and not yet registered (etcd: counted by the keys under the elections' common prefix; ZooKeeper: not counted, so not timed). Steady state: every request, event and renewal of the three processes per second, per process, over one TTL. Goroutines and heap: growth of this process per idle election (three candidates) after a GC. Every case runs on a fresh server.\n\n")
-		w("| store | elections | library | all lead (ms) | all registered (ms) | steady req/s per process | goroutines / election | heap bytes / election |\n|---|---|---|---|---|---|---|---|\n")
+		w("## Shards\n\nE elections, each with a candidate of each of three processes (one connection each), every process on one session: backend/etcd's Session, concurrency.Election's Session, backend/zk's connection. Lease TTL / session timeout 10 s. The first process campaigns in every election (at most 50 Campaign calls in flight) and leads there; then the two others, at most 50 started and not yet registered (etcd: counted by a watch on the elections' common prefix, which costs the store nothing per count; ZooKeeper: not counted, so not timed). Quiet: when the three processes' traffic fell below one request, event or renewal per second per process after registration (a client creates the watches of one stream one at a time, after the keys are counted). Steady state: every request, event and renewal of the three processes per second, per process, over one TTL after that. Goroutines and heap: growth of this process per idle election (three candidates) after a GC. Every case runs on a fresh server.\n\n")
+		w("| store | elections | library | all lead (ms) | all registered (ms) | quiet (ms) | steady req/s per process | goroutines / election | heap bytes / election |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range r.Shards {
 			lib := s.Lib
 			if s.Err != "" {
@@ -314,7 +314,7 @@ func (r *Report) Markdown() string {
 			if s.Note != "" {
 				lib += " (" + s.Note + ")"
 			}
-			w("| %s | %d | %s | %s | %s | %.2f | %.2f | %.0f |\n", s.Store, s.Elections, lib, ms(s.LeadersMS), ms(s.RegisteredMS), s.ReqPerSecProc, s.Goroutines, s.HeapBytes)
+			w("| %s | %d | %s | %s | %s | %s | %.2f | %.2f | %.0f |\n", s.Store, s.Elections, lib, ms(s.LeadersMS), ms(s.RegisteredMS), ms(s.QuietMS), s.ReqPerSecProc, s.Goroutines, s.HeapBytes)
 		}
 		w("\n")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/electkit/election/bench/internal/libs"
 	"github.com/electkit/election/bench/internal/peer"
 	"github.com/electkit/election/bench/internal/servers"
+	"github.com/electkit/election/internal/mono"
 )
 
 // maxServerRSS stops a scale case whose etcd member has grown past it: the
@@ -107,7 +108,7 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 		}
 	}
 	h0, g0 := heapNow()
-	start := time.Now()
+	start, start0 := time.Now(), mono.Now()
 	cs, err := makeCandidates(ctx, lib, name, s.N, scaleTTL(e.Store))
 	if err != nil {
 		return err
@@ -175,7 +176,9 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 			select {
 			case first = <-camp.won:
 				led = true
-				s.LeadMS = float64(time.Since(start).Microseconds()) / 1000
+				// When its Campaign returned: this loop only begins once
+				// every Campaign call has started.
+				s.LeadMS = float64(camp.at[first]-start0) / 1e6
 			default:
 			}
 		}

@@ -33,6 +33,7 @@ type ShardsRow struct {
 	Goroutines    float64 `json:"goroutines_per_election"`
 	HeapBytes     float64 `json:"heap_bytes_per_election"`
 	Err           string  `json:"error,omitempty"`
+	QuietMS       float64 `json:"quiet_ms"` // when the processes' traffic settled after registration
 	Note          string  `json:"note,omitempty"`
 }
 
@@ -40,6 +41,9 @@ func (r *run) shards(ctx context.Context) error {
 	n := 10000
 	if r.cfg.Short {
 		n = 20
+	}
+	if r.cfg.Shards > 0 {
+		n = r.cfg.Shards
 	}
 	for _, t := range []target{etcd1, zk1} {
 		if t.store == libs.ZK {
@@ -112,7 +116,7 @@ func (r *run) shardsOne(ctx context.Context, lib peer.Library, fleet peer.Fleet,
 		}
 	}()
 	prefix := fmt.Sprintf("/bench/shards/%s/%s", t.key, slug(lib.Name()))
-	var census *conns.Conn
+	var census *conns.Tally
 	if t.store == libs.Etcd {
 		d := conns.NewEtcd(endpoints, conns.Options{})
 		c, err := d.Plain(10 * time.Second)
@@ -120,15 +124,17 @@ func (r *run) shardsOne(ctx context.Context, lib peer.Library, fleet peer.Fleet,
 			return err
 		}
 		defer d.Close()
-		census = c
+		defer c.Close()
+		if census, err = conns.NewTally(ctx, c.Etcd, prefix+"/"); err != nil {
+			return err
+		}
+		defer census.Close()
 	}
 	count := func() int {
 		if census == nil {
 			return -1
 		}
-		c, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		k, err := conns.Census(c, census, prefix)
+		k, err := census.Count()
 		if err != nil {
 			return -1
 		}
@@ -138,13 +144,33 @@ func (r *run) shardsOne(ctx context.Context, lib peer.Library, fleet peer.Fleet,
 	start := time.Now()
 	var leaders atomic.Int64
 	sem := make(chan struct{}, scaleWindow)
+	var failMu sync.Mutex
+	fails, firstFail := 0, error(nil)
+	defer func() {
+		failMu.Lock()
+		defer failMu.Unlock()
+		if fails > 0 {
+			if s.Note != "" {
+				s.Note += "; "
+			}
+			s.Note += fmt.Sprintf("%d Campaign calls failed and were called again, the first: %v", fails, firstFail)
+		}
+	}()
 	campaign := func(c peer.Candidate, leads bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for cctx.Err() == nil {
-				if _, err := c.Campaign(cctx); err == nil {
+				_, err := c.Campaign(cctx)
+				if err == nil {
 					break
+				}
+				if cctx.Err() == nil {
+					failMu.Lock()
+					if fails++; firstFail == nil {
+						firstFail = err
+					}
+					failMu.Unlock()
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
@@ -211,6 +237,26 @@ func (r *run) shardsOne(ctx context.Context, lib peer.Library, fleet peer.Fleet,
 		settle = 100 * time.Millisecond
 	}
 	time.Sleep(settle)
+	// Registration is counted at each key's creation; a candidate's
+	// watch comes after, and a client creates the watches of one stream
+	// one at a time. Wait until the processes' traffic falls below one
+	// request, event or renewal per second per process (over a second),
+	// at most two TTLs, before the steady state is measured.
+	total := func() int64 {
+		var c peer.Counts
+		for _, p := range procs {
+			c = c.Add(p.Counts())
+		}
+		return c.Requests + c.Events + c.Renewals
+	}
+	for quietBy := time.Now().Add(2 * shardsTTL); ; {
+		before := total()
+		time.Sleep(time.Second)
+		if total()-before <= int64(len(procs)) || time.Now().After(quietBy) || r.cfg.Short {
+			break
+		}
+	}
+	s.QuietMS = float64(time.Since(start).Microseconds()) / 1000
 	h1, g1 := heapNow()
 	s.HeapBytes = (float64(h1) - float64(h0)) / float64(n)
 	s.Goroutines = float64(g1-g0) / float64(n)
