@@ -13,7 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -313,23 +312,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	// goroutine reads on (a read-only look) rather than carry every
 	// window in a write, which etcd logs whole.
 	from := after(c.key)
-	first := e.lay.windows(from)[0]
-	near := []clientv3.Op{
-		clientv3.OpGet(c.key, clientv3.WithKeysOnly()),
-		clientv3.OpGet(from, clientv3.WithRange(first), clientv3.WithLimit(2), clientv3.WithKeysOnly()),
-		clientv3.OpGet(e.lay.leader),
-	}
-	nearView := func(rev int64, rs []*pb.ResponseOp) *view {
-		v := &view{rev: rev, last: first == e.lay.queueEnd}
-		if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			v.own = kvs[0]
-		}
-		v.above = rs[1].GetResponseRange().GetKvs()
-		if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			v.leader = kvs[0]
-		}
-		return v
-	}
+	near := e.nearOps(c, from)
 	var v *view
 	for {
 		resp, err := e.cli.Txn(ctx).
@@ -339,11 +322,11 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 			Commit()
 		if err == nil && resp.Succeeded {
 			c.rev = resp.Header.Revision
-			v = nearView(resp.Header.Revision, resp.Responses[1:])
+			v = e.nearView(resp.Header.Revision, resp.Responses[1:], from)
 			break
 		}
 		if err == nil { // the key exists: an earlier try of this create whose reply was lost, or not ours
-			v = nearView(resp.Header.Revision, resp.Responses)
+			v = e.nearView(resp.Header.Revision, resp.Responses, from)
 			if v.own == nil || v.own.Lease != int64(s.lease) {
 				err = fmt.Errorf("key %s already exists under another lease", c.key)
 				v = nil

@@ -82,6 +82,32 @@ func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []client
 	}
 }
 
+// nearOps reads c's key, up to two keys of the first window above from,
+// and the leader key: what a write carries (a read of every window is a
+// read-only look's, or the claim's).
+func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
+	return []clientv3.Op{
+		clientv3.OpGet(c.key, clientv3.WithKeysOnly()),
+		clientv3.OpGet(from, clientv3.WithRange(e.lay.windows(from)[0]), clientv3.WithLimit(2), clientv3.WithKeysOnly()),
+		clientv3.OpGet(e.lay.leader),
+	}
+}
+
+// nearView reads the responses of nearOps(c, from). Its above holds keys
+// of the first window only: empty, it says nothing of the windows beyond
+// unless the first is the last.
+func (e *Elector) nearView(rev int64, rs []*pb.ResponseOp, from string) *view {
+	v := &view{rev: rev, last: e.lay.windows(from)[0] == e.lay.queueEnd}
+	if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		v.own = kvs[0]
+	}
+	v.above = rs[1].GetResponseRange().GetKvs()
+	if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		v.leader = kvs[0]
+	}
+	return v
+}
+
 // parseView reads the responses of lookOps(c, from, …).
 func (e *Elector) parseView(rev int64, rs []*pb.ResponseOp, from string) *view {
 	get := func(i int) []*mvccpb.KeyValue { return rs[i].GetResponseRange().GetKvs() }
@@ -342,27 +368,56 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		}
 	}
 	sent := s.lastRenewed()
+	put := clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(s.lease))
+	ownCmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
+		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
+	}
+	if f.w != nil && f.w.end == after(e.lay.leader) {
+		// c watched up to the leader key: it heads the queue, or the key
+		// ahead did and has gone (a handover). Nothing is expected above,
+		// so one Compare over the rest of the queue checks it (a range
+		// Compare reads every key of its range: cheap while empty), and
+		// the Else reads only the first window (a write carries every
+		// branch, and etcd logs slow ones whole).
+		resp, err := e.cli.Txn(c.ctx).
+			If(append(ownCmps, emptyIn(f.from, e.lay.queueEnd))...).
+			Then(put).
+			Else(e.nearOps(c, f.from)...).
+			Commit()
+		if err != nil {
+			return nil, 0, sent, err
+		}
+		if resp.Succeeded {
+			return nil, resp.Header.Revision, sent, nil
+		}
+		v := e.nearView(resp.Header.Revision, resp.Responses, f.from)
+		if len(v.above) == 0 && !v.last && v.leader == nil && v.own != nil {
+			// Something is queued above, beyond the first window: read it.
+			v, err = e.look(c.ctx, c, f.from, resp.Header.Revision)
+		}
+		return v, 0, sent, err
+	}
 	// Nothing queued above c: checked window by window (layout.nested),
 	// each window's check running only if the one below was empty.
 	nothingAbove := e.lay.nested(f.from,
-		func() []clientv3.Op {
-			return []clientv3.Op{clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(s.lease))}
-		},
+		func() []clientv3.Op { return []clientv3.Op{put} },
 		func(lo, hi string) []clientv3.Op {
 			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(2), clientv3.WithKeysOnly())}
 		})
 	resp, err := e.cli.Txn(c.ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
-			clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease)).
+		If(ownCmps...).
 		Then(nothingAbove).
-		Else(e.lookOps(c, f.from, false)...).
+		Else(e.nearOps(c, f.from)...).
 		Commit()
 	if err != nil {
 		return nil, 0, sent, err
 	}
 	if !resp.Succeeded {
-		return e.parseView(resp.Header.Revision, resp.Responses, f.from), 0, sent, nil
+		// No window was read: the leader key exists or c's key changed,
+		// which the first window's view shows.
+		return e.nearView(resp.Header.Revision, resp.Responses, f.from), 0, sent, nil
 	}
 	rs, claimed, depth := walkNested(resp.Responses[0])
 	if !claimed {

@@ -95,6 +95,14 @@ var _ election.Elector = (*Elector)(nil)
 // requested timeout to 2–20 ticks): set WithTTL to that timeout. Dial does
 // this itself. Bad options and a bad path are refused with an error
 // wrapping election.ErrInvalidOption.
+//
+// Electors made by New on one conn share its session, as etcd's Electors
+// share a Session: one session, kept alive by the client's pings, carries
+// the ephemeral nodes of every election on it, so many elections per
+// process cost one connection. The price is the same: when the session
+// expires, every leadership on it ends at once. Each Elector still sends
+// its own heartbeat (a check transaction every third of the lease window
+// while it leads) and watches its own predecessor.
 func New(conn *gozk.Conn, path string, opts ...election.Option) (*Elector, error) {
 	return NewConfig(conn, path, Config{}, opts...)
 }
