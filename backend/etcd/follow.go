@@ -392,12 +392,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		if resp.Succeeded {
 			return nil, resp.Header.Revision, sent, nil
 		}
-		v := e.nearView(resp.Header.Revision, resp.Responses, f.from)
-		if len(v.above) == 0 && !v.last && v.leader == nil && v.own != nil {
-			// Something is queued above, beyond the first window: read it.
-			v, err = e.look(c.ctx, c, f.from, resp.Header.Revision)
-		}
-		return v, 0, sent, err
+		return f.nearOrLook(resp.Header.Revision, resp.Responses)
 	}
 	// Nothing queued above c: checked window by window (layout.nested),
 	// each window's check running only if the one below was empty.
@@ -415,9 +410,8 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		return nil, 0, sent, err
 	}
 	if !resp.Succeeded {
-		// No window was read: the leader key exists or c's key changed,
-		// which the first window's view shows.
-		return e.nearView(resp.Header.Revision, resp.Responses, f.from), 0, sent, nil
+		// The leader key exists or c's key changed.
+		return f.nearOrLook(resp.Header.Revision, resp.Responses)
 	}
 	rs, claimed, depth := walkNested(resp.Responses[0])
 	if !claimed {
@@ -431,6 +425,22 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		return v, 0, sent, nil
 	}
 	return nil, resp.Header.Revision, sent, nil
+}
+
+// nearOrLook returns the view of a failed claim's Else (nearOps) at rev,
+// or, when its first window is empty but not the last and c's key is
+// still there, a look at every window: a waiter that took "nothing in the
+// first window" for "nothing above" would watch up to the leader key and
+// wake at every handover.
+func (f *follower) nearOrLook(rev int64, rs []*pb.ResponseOp) (*view, int64, time.Time, error) {
+	v := f.e.nearView(rev, rs, f.from)
+	if v.own != nil && len(v.above) == 0 && !v.last {
+		var err error
+		if v, err = f.e.look(f.c.ctx, f.c, f.from, rev); err != nil {
+			return nil, 0, time.Time{}, err
+		}
+	}
+	return v, 0, time.Time{}, nil
 }
 
 // deleteUnleasedLeader deletes a leader key without a lease: this package
