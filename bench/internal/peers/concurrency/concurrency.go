@@ -115,7 +115,7 @@ type process struct {
 }
 
 func (p *process) NewCandidate(_ context.Context, name, id string) (peer.Candidate, error) {
-	return &sessionCandidate{e: concurrency.NewElection(p.s, name), id: id}, nil
+	return &sessionCandidate{candidate{e: concurrency.NewElection(p.s, name), id: id}}, nil
 }
 
 func (p *process) Counts() peer.Counts { return p.c.Counts() }
@@ -126,24 +126,15 @@ func (p *process) Close() error {
 	return err
 }
 
-// sessionCandidate is a candidate on its process's shared Session.
-type sessionCandidate struct {
-	e  *concurrency.Election
-	id string
-}
-
-func (c *sessionCandidate) Campaign(ctx context.Context) (int64, error) {
-	err := c.e.Campaign(ctx, c.id)
-	return mono.Now(), err
-}
-
-func (c *sessionCandidate) Release(ctx context.Context) (int64, error) {
-	t := mono.Now()
-	return t, c.e.Resign(ctx)
-}
+// sessionCandidate is a candidate on its process's shared Session: its
+// Campaign and Release are a candidate's; it cannot crash alone, and the
+// Session's Close revokes its keys.
+type sessionCandidate struct{ candidate }
 
 func (c *sessionCandidate) Crash() (int64, error) {
 	return 0, fmt.Errorf("concurrency: a candidate on a shared session cannot crash alone")
 }
 
-func (c *sessionCandidate) Close() error { return nil } // the Session's Close revokes its keys
+func (c *sessionCandidate) Counts() peer.Counts { return peer.Counts{} } // the process counts
+
+func (c *sessionCandidate) Close() error { return nil }
