@@ -351,15 +351,11 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		e.releaseWithin(c, true)
 		return nil, election.ErrClosed
 	}
-	if len(v.above) == 0 && !v.last {
-		if v.leader == nil {
-			// Nothing in the first window and no leader: most likely an
-			// empty election. Try to lead at once: the claim checks every
-			// window and, where one is not empty, reads it instead.
-			v.last = true
-		} else {
-			v = nil // the goroutine reads on for the key ahead
-		}
+	// Nothing in the first window: with a leader, the goroutine reads on
+	// for the key ahead; with none (most likely an empty election) it
+	// tries to lead at once, and the claim checks every window.
+	if len(v.above) == 0 && !v.last && v.leader != nil {
+		v = nil
 	}
 	e.cand = c
 	e.wg.Add(1)
