@@ -87,6 +87,7 @@ type candidacy struct {
 	lost     chan struct{}   // closed (once, under Elector.mu) when the session or a key is gone
 	lostErr  error           // why, set before lost is closed
 	watched  atomic.Bool     // the candidacy's watch covers its keys without a gap (see follow.go)
+	waiting  atomic.Bool     // it waits on a live watch (follower.wait): its reads are done until the watch fires
 	retries  lograte.Limiter // log lines of retried errors
 	elected  chan struct{}   // closed once lc is set
 	lc       *election.LeaseClock

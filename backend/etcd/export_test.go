@@ -7,3 +7,12 @@ func Reads(e *Elector) int64 { return e.reads.Load() }
 func Clocks(e *Elector) int {
 	return e.terms.Len()
 }
+
+// Settled reports whether e's candidacy waits on a live watch, or leads
+// with its watch live: it issues no read until its watch fires.
+func Settled(e *Elector) bool {
+	e.mu.Lock()
+	c := e.cand
+	e.mu.Unlock()
+	return c != nil && (c.waiting.Load() || c.watched.Load())
+}

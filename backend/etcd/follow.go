@@ -306,6 +306,8 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 // not). A change of c's own key is returned as the error that ends the
 // candidacy.
 func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error) {
+	defer f.c.waiting.Store(false)
+	f.c.waiting.Store(f.w.created)
 	var tc <-chan time.Time
 	if poll > 0 {
 		t := time.NewTimer(poll)
@@ -326,6 +328,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 			}
 			if wr.Created {
 				f.w.created = true
+				f.c.waiting.Store(true)
 			}
 			changed := false
 			for _, ev := range wr.Events {

@@ -172,6 +172,7 @@ func runCandidate(args []string, stderr io.Writer) int {
 	f.Duration(&cfg.TTL, "ttl", "D", harness.DefaultTTL, "TTL")
 	f.String(&cfg.Register, "register", "ADDR", "", "the register's host:port")
 	f.Duration(&cfg.Work, "work", "D", harness.DefaultWork, "work between the validity check and the write")
+	f.Bool(&cfg.Session, "session", false, "etcd: campaign on a Session shared with a candidate of a second election (NAME"+harness.SideSuffix+")")
 	if err := f.Parse(args, func(string) (string, bool) { return "", false }); err != nil {
 		fmt.Fprintf(stderr, "elect %s: %v\n", candidateCommand, err)
 		return exitUsage

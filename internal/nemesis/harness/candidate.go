@@ -40,7 +40,15 @@ type CandidateConfig struct {
 	// Username and Password log the etcd client in, when the store has
 	// authentication on; empty for none.
 	Username, Password string
+	// Session (etcd): the candidate campaigns on an etcd.Session that also
+	// carries a candidate of a second election (Name + SideSuffix), as a
+	// process of a sharded service does. A session that ends (its lease
+	// revoked or expired) ends both; the process then opens a new one.
+	Session bool
 }
+
+// SideSuffix names the second election of a candidate on a session.
+const SideSuffix = "-side"
 
 // sink is where a candidate sends its writes and reports: the register's
 // network client for a process, the register itself in process.
@@ -282,6 +290,9 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 			return fmt.Errorf("etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
 		}
 		defer cli.Close()
+		if cfg.Session {
+			return runOnSessions(ctx, cli, cfg, c, opts)
+		}
 		ee, err := etcd.New(cli, cfg.Name, opts...)
 		if err != nil {
 			return err
@@ -317,6 +328,74 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 	err := election.Run(ctx, e, cb)
 	cerr := e.Close()
 	if errors.Is(err, ctx.Err()) {
+		err = nil
+	}
+	return errors.Join(err, cerr)
+}
+
+// runOnSessions campaigns (election.Run) on a Session shared with a
+// candidate of the side election, one Session after another until ctx
+// ends: when a Session ends, its Electors close and a new one opens.
+func runOnSessions(ctx context.Context, cli *clientv3.Client, cfg CandidateConfig, c *candidate, opts []election.Option) error {
+	for ctx.Err() == nil {
+		s, err := etcd.NewSession(ctx, cli, election.WithTTL(cfg.TTL))
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			fmt.Fprintf(cfg.Log, "session: %v\n", err)
+			select { // a pause before trying again
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		if err := runOnSession(ctx, s, cfg, c, opts); err != nil {
+			s.Close()
+			return err
+		}
+		if err := s.Err(); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(cfg.Log, "session ended: %v; opening another\n", err)
+		}
+		s.Close()
+	}
+	return nil
+}
+
+// runOnSession runs the candidate and its side candidate on s until ctx
+// ends or s does.
+func runOnSession(ctx context.Context, s *etcd.Session, cfg CandidateConfig, c *candidate, opts []election.Option) error {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.Done():
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	e, err := etcd.NewWithSession(s, cfg.Name, opts...)
+	if err != nil {
+		return err
+	}
+	side, err := etcd.NewWithSession(s, cfg.Name+SideSuffix, election.WithID(cfg.ID))
+	if err != nil {
+		e.Close()
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the side election: campaigns while the session lasts; nothing is checked of it
+		defer wg.Done()
+		_ = election.Run(sctx, side, election.Callbacks{OnError: func(err error) { fmt.Fprintf(cfg.Log, "side campaign: %v\n", err) }})
+	}()
+	cb := c.callbacks()
+	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
+	err = election.Run(sctx, e, cb)
+	cancel()
+	wg.Wait()
+	cerr := errors.Join(e.Close(), side.Close())
+	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
 	return errors.Join(err, cerr)

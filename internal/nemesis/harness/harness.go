@@ -10,7 +10,12 @@
 // instant, check that its Term is valid, work for a few milliseconds, write
 // to the fenced register with its token (only once the register has its
 // Elected report). Every leadership (elected, each
-// renewal's deadline, demoted) is reported to the register too.
+// renewal's deadline, demoted) is reported to the register too. On etcd,
+// every even-numbered candidate (c2, c4, …) campaigns on an etcd.Session
+// that also carries its candidate of a side election, as a process of a
+// sharded service does; the others hold a lease each. So every fault
+// meets both: a revoked or expired session lease ends both of its
+// candidacies, and the process opens a new Session.
 //
 // Nemeses, picked from the seed and mixed over the run, one at a time with
 // quiet gaps between them:

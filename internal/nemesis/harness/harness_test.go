@@ -103,7 +103,7 @@ func (w logWriter) Write(b []byte) (int, error) {
 // checkMix asserts what every fault mix must show: every checker OK,
 // faults of at least minKinds kinds, two leaderships or more, accepted
 // writes.
-func checkMix(t *testing.T, cfg harness.Config, minKinds int) {
+func checkMix(t *testing.T, cfg harness.Config, minKinds int) *nemesis.History {
 	t.Helper()
 	hist, rep := runMix(t, cfg)
 	if !rep.OK() {
@@ -134,6 +134,7 @@ func checkMix(t *testing.T, cfg harness.Config, minKinds int) {
 	if accepted == 0 {
 		t.Errorf("no write accepted out of %d", len(hist.Writes))
 	}
+	return hist
 }
 
 // mixDuration is how long faults run: shorter with -short.
@@ -151,8 +152,20 @@ func minKinds(full, short int) int {
 	return full
 }
 
+// On etcd, the candidates on a shared Session (harness.OnSession) lead
+// in the mix as well as those with a lease each.
 func TestNemesisEtcd(t *testing.T) {
-	checkMix(t, harness.Config{Backend: "etcd", Seed: 42, Duration: mixDuration(40*time.Second, 15*time.Second)}, minKinds(5, 2))
+	hist := checkMix(t, harness.Config{Backend: "etcd", Seed: 42, Duration: mixDuration(40*time.Second, 15*time.Second)}, minKinds(5, 2))
+	led := map[bool]int{}
+	for _, ev := range hist.Events {
+		if ev.Kind == nemesis.Elected {
+			led[harness.OnSession(ev.Candidate)]++
+		}
+	}
+	t.Logf("leaderships: %d on a shared Session, %d with a lease each", led[true], led[false])
+	if !testing.Short() && (led[true] == 0 || led[false] == 0) {
+		t.Errorf("leaderships: %d on a shared Session, %d with a lease each; want both", led[true], led[false])
+	}
 }
 
 func TestNemesisZK(t *testing.T) {

@@ -57,6 +57,9 @@ func (r *run) startProc(id string) (*proc, error) {
 		"--register", r.reg.Addr(),
 		"--work", r.cfg.Work.String(),
 	)
+	if r.cfg.Backend == "etcd" && OnSession(id) {
+		cmd.Args = append(cmd.Args, "--session")
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if user, pw := r.st.credentials(); user != "" {
 		cmd.Env = append(os.Environ(), EnvUser+"="+user, EnvPassword+"="+pw)
@@ -135,4 +138,13 @@ func (p *proc) closeProxies() {
 	for _, px := range p.proxies {
 		px.Close()
 	}
+}
+
+// OnSession reports whether candidate id (c1, c2, …) of an etcd run
+// campaigns on a Session shared with a side election (CandidateConfig's
+// Session): every even one, so both kinds run in every mix.
+func OnSession(id string) bool {
+	var n int
+	_, err := fmt.Sscanf(id, "c%d", &n)
+	return err == nil && n%2 == 0
 }

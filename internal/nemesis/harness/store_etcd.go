@@ -50,8 +50,9 @@ const (
 )
 
 // The etcd users of a run: root (the harness's own client) and the
-// candidates', whose role holds read-write on the election prefix only, so
-// that the operator nemesis can revoke and grant it again.
+// candidates', whose role holds read-write on the election prefix (and the
+// side election's, CandidateConfig.Session) only, so that the operator
+// nemesis can revoke and grant it again.
 const (
 	rootPassword      = "nemesis-root"
 	candidateUser     = "candidate"
@@ -81,6 +82,10 @@ func startEtcd(dir string) (*etcdStore, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = embedetcd.AddUser(ctx, setup, candidateUser, candidatePassword, etcdElection+"/")
+	if err == nil { // the side election of the candidates on a Session (CandidateConfig.Session)
+		side := etcdElection + SideSuffix + "/"
+		_, err = setup.RoleGrantPermission(ctx, candidateRole, side, clientv3.GetPrefixRangeEnd(side), clientv3.PermissionType(clientv3.PermReadWrite))
+	}
 	if err == nil {
 		err = embedetcd.EnableAuth(ctx, setup, rootPassword)
 	}
