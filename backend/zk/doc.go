@@ -57,8 +57,10 @@
 // While leading, a candidate sends a heartbeat — the same check
 // transaction — every Window/3 through the Term's lease clock (the
 // before-renewal hook, the request, Renewed with its send time and
-// outcome), watches its own node, and reads its connection's state every
-// 10 ms (an Elector from Dial is also woken by every session event). The
+// outcome), watches its own node, and looks at its connection's state
+// whenever it changes: one poller per connection reads it every 10 ms for
+// all the leaders on it (an Elector from Dial is also woken by every
+// session event). The
 // Term's deadline is the send time of the last confirmed heartbeat +
 // TTL/(1+ρ) − margin: the server cannot expire the session before a
 // session timeout after it last heard from the client, so with the TTL

@@ -92,7 +92,8 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 // lead keeps c's Term while it lasts: a heartbeat (check transaction)
 // every Window/3 through the lease clock (before-renewal hook, request,
 // Renewed with its send time and outcome), a watch on c's own node, and a
-// look at the connection's state every statePoll. A node or session found
+// look at the connection's state whenever it changes (connWatch: one
+// poll every statePoll per connection). A node or session found
 // gone ends the Term at once (ErrSessionLost), so does a disconnect under
 // StepDownOnDisconnect; a failed heartbeat is retried after retryDelay and
 // the lease clock ends the Term at its deadline if none succeeds. When the
@@ -105,8 +106,8 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 	interval := e.o.Window() / 3
 	beat := time.NewTimer(clock.Until(renewed.Add(interval)))
 	defer beat.Stop()
-	poll := time.NewTicker(statePoll)
-	defer poll.Stop()
+	cw := watchConn(e.conn)
+	defer cw.release()
 	var hold <-chan time.Time // HoldUntilDeadline: fires at the deadline while disconnected
 	var holdTimer *time.Timer
 	defer func() {
@@ -116,6 +117,31 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 	}()
 	own := e.watchOwn(c)
 	for {
+		// A look at the connection: at the start, then whenever its
+		// state or session changed (connWatch) or Dial's session events
+		// say so. The channel is taken before the state is read, so no
+		// change is missed between them.
+		changes := cw.changes()
+		st, sid := e.conn.State(), e.conn.SessionID()
+		if e.lostSeen != nil && e.lostSeen.Swap(false) && st == gozk.StateHasSession && e.cfg.Policy == StepDownOnDisconnect {
+			st = gozk.StateDisconnected // lost and regained between two looks
+		}
+		switch {
+		case sid != c.session && sid != 0, st == gozk.StateExpired:
+			lc.End(fmt.Errorf("%w: session %#x of node %s expired", election.ErrSessionLost, c.session, c.node))
+		case st == gozk.StateHasSession:
+			if holdTimer != nil { // reconnected in time, same session
+				holdTimer.Stop()
+				holdTimer, hold = nil, nil
+			}
+		case e.cfg.Policy == StepDownOnDisconnect:
+			lc.End(fmt.Errorf("%w: disconnected from ZooKeeper (%v); stepping down at once (StepDownOnDisconnect)", election.ErrSessionLost, st))
+		case holdTimer == nil:
+			// Hold until just before the deadline, so that the Term ends
+			// with ErrSessionLost rather than by the lease clock's timer.
+			holdTimer = time.NewTimer(max(0, clock.Until(t.Deadline())-time.Millisecond))
+			hold = holdTimer.C
+		}
 		select {
 		case <-c.stop:
 			return
@@ -131,7 +157,7 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 			own = e.watchOwn(c)
 			continue
 		case <-e.sessionEvents:
-		case <-poll.C:
+		case <-changes:
 		case <-hold:
 			lc.End(fmt.Errorf("%w: %w: disconnected from ZooKeeper until the session may have expired", election.ErrSessionLost, election.ErrLeaseExpired))
 			continue
@@ -155,27 +181,6 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 			}
 			beat.Reset(next)
 			continue
-		}
-		// A look at the connection.
-		st, sid := e.conn.State(), e.conn.SessionID()
-		if e.lostSeen != nil && e.lostSeen.Swap(false) && st == gozk.StateHasSession && e.cfg.Policy == StepDownOnDisconnect {
-			st = gozk.StateDisconnected // lost and regained between two looks
-		}
-		switch {
-		case sid != c.session && sid != 0, st == gozk.StateExpired:
-			lc.End(fmt.Errorf("%w: session %#x of node %s expired", election.ErrSessionLost, c.session, c.node))
-		case st == gozk.StateHasSession:
-			if holdTimer != nil { // reconnected in time, same session
-				holdTimer.Stop()
-				holdTimer, hold = nil, nil
-			}
-		case e.cfg.Policy == StepDownOnDisconnect:
-			lc.End(fmt.Errorf("%w: disconnected from ZooKeeper (%v); stepping down at once (StepDownOnDisconnect)", election.ErrSessionLost, st))
-		case holdTimer == nil:
-			// Hold until just before the deadline, so that the Term ends
-			// with ErrSessionLost rather than by the lease clock's timer.
-			holdTimer = time.NewTimer(max(0, clock.Until(t.Deadline())-time.Millisecond))
-			hold = holdTimer.C
 		}
 	}
 }

@@ -20,8 +20,9 @@ import (
 // reason other than the session or the node being gone.
 const retryDelay = 50 * time.Millisecond
 
-// statePoll is how often a leader reads its connection's state (an atomic
-// load) to notice a disconnect or a new session at once.
+// statePoll is how often a connection's state is read (an atomic load,
+// once per connection for all its leaders: connWatch) to notice a
+// disconnect or a new session at once.
 const statePoll = 10 * time.Millisecond
 
 // Elector is one candidate of an election on ZooKeeper. It implements
