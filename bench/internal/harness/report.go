@@ -95,6 +95,7 @@ type ScaleRow struct {
 	Handovers     int     `json:"handovers"`       // handovers measured at the head of the full queue
 	HandoverP50MS float64 `json:"handover_p50_ms"`
 	HandoverP99MS float64 `json:"handover_p99_ms"`
+	MemberRSSMiB  float64 `json:"member_rss_mib,omitempty"` // the etcd member's peak resident memory (sampled)
 	Err           string  `json:"error,omitempty"`
 	Note          string  `json:"note,omitempty"`
 }
@@ -277,8 +278,8 @@ func (r *Report) Markdown() string {
 		w("\n")
 	}
 	if len(r.Scale) > 0 {
-		w("## Scale\n\nN candidates of one election over a pool of clients (500 candidates per client for every library that shares clients; client-go and Curator connect each candidate on its own, through its own proxy), lease TTL 30 s on etcd, session timeout 10 s on ZooKeeper (its maximum at tickTime 500 ms). The Campaign calls start as a fleet rolls out: at most 50 started and not yet registered. One leads / all registered: from the first candidate's creation (ms); a size that has not registered within the time limit is reported with what it reached. Steady state: every request, event and renewal on the pool's clients per second, per candidate, over one TTL after registration (renewals of candidates registered together come in bursts). Every case runs on a fresh server. Goroutines and heap: growth of this process per idle candidate after a GC (the servers run in other processes; the harness's own goroutine per waiting Campaign call is included for every library). Handover at N: then the leader releases and the next candidate's Campaign returns, 50 times in a row at the head of the full queue (compare with the handover scenario's churn figures, N = 2).\n\n")
-		w("| store | N | library | clients | one leads (ms) | all registered (ms) | steady req/s per candidate | goroutines / candidate | heap bytes / candidate | handover at N, p50 / p99 (ms) |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		w("## Scale\n\nN candidates of one election over a pool of clients (500 candidates per client for every library that shares clients; client-go and Curator connect each candidate on its own, through its own proxy), lease TTL 30 s on etcd, session timeout 10 s on ZooKeeper (its maximum at tickTime 500 ms). The Campaign calls start as a fleet rolls out: at most 50 started and not yet registered. One leads / all registered: from the first candidate's creation (ms); a size that has not registered within the time limit is reported with what it reached. Steady state: every request, event and renewal on the pool's clients per second, per candidate, over one TTL after registration (renewals of candidates registered together come in bursts). Every case runs on a fresh server. Goroutines and heap: growth of this process per idle candidate after a GC (the servers run in other processes; the harness's own goroutine per waiting Campaign call is included for every library). Handover at N: then the leader releases and the next candidate's Campaign returns, 50 times in a row at the head of the full queue (compare with the handover scenario's churn figures, N = 2). backend/etcd runs twice: with a lease per candidate, as N processes would, and with one Session per client (\"a Session per client\"), as N candidates in a few processes would. Member RSS: the etcd member's peak resident memory, sampled every 10–100 ms through the case.\n\n")
+		w("| store | N | library | clients | one leads (ms) | all registered (ms) | member RSS (MiB) | steady req/s per candidate | goroutines / candidate | heap bytes / candidate | handover at N, p50 / p99 (ms) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range r.Scale {
 			lib := s.Lib
 			if s.Err != "" {
@@ -299,7 +300,11 @@ func (r *Report) Markdown() string {
 			if s.Handovers > 0 {
 				ho = fmt.Sprintf("%s / %s (%d)", ms(s.HandoverP50MS), ms(s.HandoverP99MS), s.Handovers)
 			}
-			w("| %s | %d | %s | %d | %s | %s | %s | %s | %s | %s |\n", s.Store, s.N, lib, s.Clients, ms(s.LeadMS), ms(s.RegisteredMS), rate, g, h, ho)
+			rss := "—"
+			if s.MemberRSSMiB > 0 {
+				rss = fmt.Sprintf("%.0f", s.MemberRSSMiB)
+			}
+			w("| %s | %d | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", s.Store, s.N, lib, s.Clients, ms(s.LeadMS), ms(s.RegisteredMS), rss, rate, g, h, ho)
 		}
 		w("\n")
 	}

@@ -47,40 +47,96 @@ func (r *run) scale(ctx context.Context) error {
 		}
 		for _, n := range r.sz.scaleNs {
 			for _, e := range r.libsOf(t.store, libs.Ours, libs.Peer) {
-				pool := (n + perClient - 1) / perClient
-				if e.OwnConnections {
-					pool = n
+				// backend/etcd runs twice: a lease per candidate (as N
+				// processes would), and a Session per client (as N
+				// candidates of a few processes would).
+				variants := []bool{false}
+				if e.Role == libs.Ours && t.store == libs.Etcd {
+					variants = append(variants, true)
 				}
-				s := &ScaleRow{Target: t.key, Store: t.title, Lib: e.Name, Role: string(e.Role), N: n, Clients: pool, RegisteredMS: -1, LeadMS: -1}
-				r.rep.Scale = append(r.rep.Scale, s)
-				r.logf("scale on %s (a fresh server): %s, %d candidates over %d clients", t.title, e.Name, n, pool)
-				// Every case gets a fresh server: what one library left
-				// behind (memory, a compaction backlog) must not weigh on
-				// the next.
-				env, stop, err := r.privateServer(t)
-				if err != nil {
-					s.Err = err.Error()
-					continue
-				}
-				env.Conns = conns.Options{Counted: true, Pool: pool}
-				env.Scenario = "scale"
-				if e.MaxCandidates > 0 && n > e.MaxCandidates {
-					s.Note = fmt.Sprintf("skipped: at most %d candidates for this library", e.MaxCandidates)
-					stop()
-					continue
-				}
-				if err := r.scaleOne(ctx, e, env, s); err != nil {
-					s.Err = err.Error()
-				}
-				stop()
-				if ctx.Err() != nil {
-					return ctx.Err()
+				for _, sessions := range variants {
+					if err := r.scaleCase(ctx, t, e, n, sessions); err != nil {
+						return err
+					}
 				}
 			}
 		}
 	}
 	return nil
 }
+
+// scaleCase runs one library at one size on a fresh server; with
+// sessions, the candidates of each client share one Session (peer.Fleet).
+func (r *run) scaleCase(ctx context.Context, t target, e libs.Entry, n int, sessions bool) error {
+	pool := (n + perClient - 1) / perClient
+	if e.OwnConnections {
+		pool = n
+	}
+	name := e.Name
+	if sessions {
+		name += sessionsSuffix
+	}
+	s := &ScaleRow{Target: t.key, Store: t.title, Lib: name, Role: string(e.Role), N: n, Clients: pool, RegisteredMS: -1, LeadMS: -1}
+	r.rep.Scale = append(r.rep.Scale, s)
+	r.logf("scale on %s (a fresh server): %s, %d candidates over %d clients", t.title, name, n, pool)
+	// Every case gets a fresh server: what one library left behind
+	// (memory, a compaction backlog) must not weigh on the next.
+	env, stop, err := r.privateServer(t)
+	if err != nil {
+		s.Err = err.Error()
+		return nil
+	}
+	defer stop()
+	env.Conns = conns.Options{Counted: true, Pool: pool}
+	env.Scenario = "scale"
+	if e.MaxCandidates > 0 && n > e.MaxCandidates {
+		s.Note = fmt.Sprintf("skipped: at most %d candidates for this library", e.MaxCandidates)
+		return nil
+	}
+	if err := r.scaleOne(ctx, e, env, s, sessions); err != nil {
+		s.Err = err.Error()
+	}
+	return ctx.Err()
+}
+
+// makeProcesses opens n processes (a client and a session each).
+func makeProcesses(ctx context.Context, fleet peer.Fleet, n int, ttl time.Duration) ([]peer.Process, error) {
+	procs := make([]peer.Process, 0, n)
+	for range n {
+		p, err := fleet.NewProcess(ctx, ttl)
+		if err != nil {
+			closeProcesses(procs)
+			return nil, err
+		}
+		procs = append(procs, p)
+	}
+	return procs, nil
+}
+
+func closeProcesses(procs []peer.Process) {
+	for _, p := range procs {
+		_ = p.Close()
+	}
+}
+
+// makeProcessCandidates makes n candidates of the election called name,
+// dealt round robin over procs' sessions.
+func makeProcessCandidates(ctx context.Context, procs []peer.Process, name string, n int) ([]peer.Candidate, error) {
+	cs := make([]peer.Candidate, n)
+	for i := range cs {
+		c, err := procs[i%len(procs)].NewCandidate(ctx, name, fmt.Sprintf("c%05d", i))
+		if err != nil {
+			closeAll(cs)
+			return nil, err
+		}
+		cs[i] = c
+	}
+	return cs, nil
+}
+
+// sessionsSuffix names the scale rows whose candidates share a Session
+// per client.
+const sessionsSuffix = ", a Session per client"
 
 func heapNow() (uint64, int) {
 	runtime.GC()
@@ -90,7 +146,7 @@ func heapNow() (uint64, int) {
 	return m.HeapAlloc, runtime.NumGoroutine()
 }
 
-func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *ScaleRow) error {
+func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *ScaleRow, sessions bool) error {
 	lib, err := e.New(ctx, env)
 	if err != nil {
 		return err
@@ -109,9 +165,26 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 	}
 	h0, g0 := heapNow()
 	start, start0 := time.Now(), mono.Now()
-	cs, err := makeCandidates(ctx, lib, name, s.N, scaleTTL(e.Store))
-	if err != nil {
-		return err
+	var cs []peer.Candidate
+	if sessions {
+		fleet, ok := lib.(peer.Fleet)
+		if !ok {
+			return fmt.Errorf("%s shares no sessions (peer.Fleet)", e.Name)
+		}
+		procs, err := makeProcesses(ctx, fleet, s.Clients, scaleTTL(e.Store))
+		if err != nil {
+			return err
+		}
+		defer closeProcesses(procs)
+		cs, err = makeProcessCandidates(ctx, procs, name, s.N)
+		if err != nil {
+			return err
+		}
+	} else {
+		cs, err = makeCandidates(ctx, lib, name, s.N, scaleTTL(e.Store))
+		if err != nil {
+			return err
+		}
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	camp := newCampaigns(len(cs))
@@ -139,6 +212,7 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 	}
 	tooBig := func() bool {
 		rss := r.serverRSS()
+		s.MemberRSSMiB = max(s.MemberRSSMiB, float64(rss)/(1<<20))
 		if rss > maxServerRSS {
 			if n, err := count(); err == nil {
 				have = n
@@ -162,16 +236,12 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 				return nil
 			}
 		}
+		if !time.Now().Before(deadline) {
+			break // the time is up: the rest would only add load to what is reported
+		}
 		camp.start(cctx, i, c)
 	}
 	for !(led && registered) {
-		if time.Now().After(deadline) {
-			if n, err := count(); err == nil {
-				have = n
-			}
-			s.Note = fmt.Sprintf("only %d of %d registered within %v", have, s.N, patience)
-			break
-		}
 		if !led {
 			select {
 			case first = <-camp.won:
@@ -181,6 +251,13 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 				s.LeadMS = float64(camp.at[first]-start0) / 1e6
 			default:
 			}
+		}
+		if time.Now().After(deadline) {
+			if n, err := count(); err == nil {
+				have = n
+			}
+			s.Note = fmt.Sprintf("only %d of %d registered within %v", have, s.N, patience)
+			break
 		}
 		if tooBig() {
 			return nil
@@ -210,6 +287,7 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 		settle = 100 * time.Millisecond
 	}
 	time.Sleep(settle) // let the registration's stragglers settle
+	tooBig()           // the member's resident memory, once more
 	h1, g1 := heapNow()
 	s.HeapBytes = (float64(h1) - float64(h0)) / float64(s.N)
 	s.Goroutines = float64(g1-g0) / float64(s.N)

@@ -98,10 +98,10 @@ func (r *Report) evaluate() {
 		for _, p := range r.Scale {
 			if p.Lib == libs.ConcurrencyName && p.N == s.N && p.Target == s.Target {
 				if !s.Measured || !p.Measured {
-					r.add(fmt.Sprintf("memory per idle candidate, %s, N = %d", s.Store, s.N), "heap ≤ 1.5× concurrency.Election's", "not all registered (see Scale)", false, false)
+					r.add(fmt.Sprintf("memory per idle candidate, %s, %s, N = %d", s.Store, s.Lib, s.N), "heap ≤ 1.5× concurrency.Election's", "not all registered (see Scale)", false, false)
 					continue
 				}
-				r.add(fmt.Sprintf("memory per idle candidate, %s, N = %d", s.Store, s.N), "heap ≤ 1.5× concurrency.Election's",
+				r.add(fmt.Sprintf("memory per idle candidate, %s, %s, N = %d", s.Store, s.Lib, s.N), "heap ≤ 1.5× concurrency.Election's",
 					fmt.Sprintf("%.0f B vs %.0f B (%s); goroutines %.2f vs %.2f", s.HeapBytes, p.HeapBytes, ratio(s.HeapBytes, p.HeapBytes), s.Goroutines, p.Goroutines),
 					s.HeapBytes <= 1.5*p.HeapBytes, true)
 			}
