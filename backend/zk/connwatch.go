@@ -34,7 +34,9 @@ func watchConn(conn *gozk.Conn) *connWatch {
 	if w == nil {
 		w = &connWatch{conn: conn, stop: make(chan struct{}), changed: make(chan struct{})}
 		connWatches.m[conn] = w
-		go w.loop()
+		// What the first user reads after this differs from this only by
+		// a change the loop reports.
+		go w.loop(conn.State(), conn.SessionID())
 	}
 	w.users++
 	return w
@@ -58,10 +60,9 @@ func (w *connWatch) changes() <-chan struct{} {
 	return w.changed
 }
 
-func (w *connWatch) loop() {
+func (w *connWatch) loop(st gozk.State, sid int64) {
 	t := time.NewTicker(statePoll)
 	defer t.Stop()
-	st, sid := w.conn.State(), w.conn.SessionID()
 	for {
 		select {
 		case <-w.stop:
