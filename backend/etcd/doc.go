@@ -28,9 +28,10 @@
 // with a limit (to count them), and a range Compare by reading every key
 // of it with its value; any sort order but key-ascending, or a revision
 // filter, also fetches every value. So the queue is read in windows above
-// one's key — 16 ranks (arrivals), then 4,096 times wider each, the last
-// up to the queue's end — each in a nested transaction that reads the
-// next window only if this one is empty: a read costs the keys of the
+// one's key — 16 ranks (arrivals), then 16 times wider each (4,096 times
+// where only priorities differ), the last up to the queue's end — each
+// in a nested transaction that reads the next window only if this one is
+// empty: a read costs the keys of the
 // first non-empty window and an index lookup per empty one. A
 // registration reads the first window in its create, and reads on only
 // if that is empty; the claim of the leader key checks the windows the

@@ -78,7 +78,7 @@ func TestDecodeLeader(t *testing.T) {
 }
 
 // The windows above a key cover the rest of the queue, each key above in
-// exactly one of them, growing from 2^16 ranks to the queue's end.
+// exactly one of them, growing from 16 ranks to the queue's end.
 func TestWindowsAboveAKey(t *testing.T) {
 	l := newLayout("/svc")
 	for _, k := range []string{
@@ -89,8 +89,8 @@ func TestWindowsAboveAKey(t *testing.T) {
 	} {
 		from := after(k)
 		ends := l.windows(from)
-		if len(ends) == 0 || ends[len(ends)-1] != l.queueEnd || len(ends) > 1+(128-firstWindowBits+windowStepBits-1)/windowStepBits {
-			t.Fatalf("windows(%q) = %q: want at most %d ends, the last the queue's end", k, ends, 1+(128-firstWindowBits+windowStepBits-1)/windowStepBits)
+		if len(ends) == 0 || ends[len(ends)-1] != l.queueEnd || len(ends) > 1+len(windowBits) {
+			t.Fatalf("windows(%q) = %q: want at most %d ends, the last the queue's end", k, ends, 1+len(windowBits))
 		}
 		lo := from
 		for _, hi := range ends {
@@ -120,9 +120,14 @@ func TestWindowsAboveAKey(t *testing.T) {
 	if near := l.queueKey(0, 99999, 7, 1); near >= ends[0] {
 		t.Errorf("the key just ahead, %q, is not in the first window (ending %q)", near, ends[0])
 	}
-	// 2^16 < 70,000 <= 2^28: the third window.
-	if far := l.queueKey(0, 100000-70000, 7, 1); far < ends[1] || far >= ends[2] {
-		t.Errorf("a key 70,000 arrivals ahead, %q, is not in the third window [%q, %q)", far, ends[1], ends[2])
+	// Window i spans up to 2^windowBits[i] ranks above the key: a key
+	// 70,000 arrivals ahead is in the first that reaches that far.
+	i := 0
+	for 1<<windowBits[i] <= 70000 {
+		i++
+	}
+	if far := l.queueKey(0, 100000-70000, 7, 1); i == 0 || far < ends[i-1] || far >= ends[i] {
+		t.Errorf("a key 70,000 arrivals ahead, %q, is not in window %d [%q, %q)", far, i, ends[i-1], ends[i])
 	}
 	if got := l.windows(l.queue + "garbage\x00"); !slices.Equal(got, []string{l.queueEnd}) {
 		t.Errorf("windows above a key without a rank = %q, want the one window up to the queue's end", got)
