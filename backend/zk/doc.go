@@ -55,13 +55,16 @@
 // # Sessions and the Term's deadline
 //
 // While leading, a candidate sends a heartbeat — the same check
-// transaction — every Window/3 through the Term's lease clock (the
-// before-renewal hook, the request, Renewed with its send time and
-// outcome), watches its own node, and looks at its connection's state
-// whenever it changes: one poller per connection reads it every 10 ms for
-// all the leaders on it (an Elector from Dial is also woken by every
-// session event). The
-// Term's deadline is the send time of the last confirmed heartbeat +
+// transaction — at least every Window/3 through the Term's lease clock
+// (the before-renewal hook, the request, Renewed with its send time and
+// outcome): the leaders on one connection beat on one tick, and the
+// checks of a tick go out as one multi, whose send time each Term counts
+// from (a check of the multi that fails — that leader's node changed —
+// fails the multi: that leader's Term ends, the others retry 50 ms
+// later). It watches its own node, and looks at its connection's state
+// whenever it changes: one poller per connection reads it every 10 ms
+// for all the leaders on it (an Elector from Dial is also woken by every
+// session event). The Term's deadline is the send time of the last confirmed heartbeat +
 // TTL/(1+ρ) − margin: the server cannot expire the session before a
 // session timeout after it last heard from the client, so with the TTL
 // option at most the session timeout the server granted, the Term ends

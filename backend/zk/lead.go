@@ -17,7 +17,11 @@ import (
 // leader, which refuses it unless c's session is alive and the node exists
 // unchanged, so its success proves both at a moment after sent. A nil
 // error means confirmed; errNodeGone wraps a node or session that is gone.
-func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy) (sent time.Time, err error) {
+//
+// With cw, the check goes out with the other heartbeats of the
+// connection's tick, in one multi (connWatch.beat), and sent is that
+// multi's send time.
+func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy, cw *connWatch) (sent time.Time, err error) {
 	c.writing.Lock()
 	defer c.writing.Unlock()
 	e.mu.Lock()
@@ -26,10 +30,18 @@ func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy)
 	sid := e.conn.SessionID()
 	sent = clock.Now()
 	var rerr error
+	var bsent time.Time
 	if derr := e.do(ctx, stop, func() {
+		if cw != nil {
+			bsent, rerr = cw.beat(c.node, version)
+			return
+		}
 		_, rerr = e.conn.Multi(&gozk.CheckVersionRequest{Path: c.node, Version: version})
 	}); derr != nil {
 		return sent, derr
+	}
+	if cw != nil && bsent.After(sent) {
+		sent = bsent
 	}
 	switch {
 	case sid != c.session || e.conn.SessionID() != c.session:
@@ -53,7 +65,7 @@ func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy)
 // Term's deadline counts from its send time. It then starts the leader's
 // heartbeats.
 func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, error) {
-	sent, err := e.check(ctx, e.closing, c)
+	sent, err := e.check(ctx, e.closing, c, nil)
 	return e.begin(ctx, c, sent, err)
 }
 
@@ -89,9 +101,11 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 	return term, nil
 }
 
-// lead keeps c's Term while it lasts: a heartbeat (check transaction)
-// every Window/3 through the lease clock (before-renewal hook, request,
-// Renewed with its send time and outcome), a watch on c's own node, and a
+// lead keeps c's Term while it lasts: a heartbeat (check transaction) on
+// each tick of its connection's connWatch, at least every Window/3 and
+// in one multi with the other leaders' of the tick, through the lease
+// clock (before-renewal hook, request, Renewed with its send time and
+// outcome), a watch on c's own node, and a
 // look at the connection's state whenever it changes (connWatch: one
 // poll every statePoll per connection). A node or session found
 // gone ends the Term at once (ErrSessionLost), so does a disconnect under
@@ -104,10 +118,15 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 	defer e.forget(lc)
 	t := lc.Term()
 	interval := e.o.Window() / 3
-	beat := time.NewTimer(clock.Until(renewed.Add(interval)))
-	defer beat.Stop()
-	cw := watchConn(e.conn)
-	defer cw.release()
+	cw := watchConn(e.conn, interval)
+	defer cw.release(interval)
+	var retry *time.Timer // a failed heartbeat's retry
+	var retryC <-chan time.Time
+	defer func() {
+		if retry != nil {
+			retry.Stop()
+		}
+	}()
 	var hold <-chan time.Time // HoldUntilDeadline: fires at the deadline while disconnected
 	var holdTimer *time.Timer
 	defer func() {
@@ -121,7 +140,7 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 		// state or session changed (connWatch) or Dial's session events
 		// say so. The channel is taken before the state is read, so no
 		// change is missed between them.
-		changes := cw.changes()
+		changes, tick := cw.changes(), cw.ticks()
 		st, sid := e.conn.State(), e.conn.SessionID()
 		if e.lostSeen != nil && e.lostSeen.Swap(false) && st == gozk.StateHasSession && e.cfg.Policy == StepDownOnDisconnect {
 			st = gozk.StateDisconnected // lost and regained between two looks
@@ -157,30 +176,41 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 			own = e.watchOwn(c)
 			continue
 		case <-e.sessionEvents:
+			continue // look again
 		case <-changes:
+			continue // look again
 		case <-hold:
 			lc.End(fmt.Errorf("%w: %w: disconnected from ZooKeeper until the session may have expired", election.ErrSessionLost, election.ErrLeaseExpired))
 			continue
-		case <-beat.C:
-			if lc.BeforeRenew() != nil {
-				continue // the Term ended: t.Done is closed
+		case <-tick:
+			if retryC != nil {
+				continue // a retry is due sooner
 			}
-			ctx, cancel := context.WithDeadline(e.bg, t.Deadline())
-			sent, err := e.check(ctx, c.stop, c)
-			cancel()
-			lc.Renewed(sent, err)
-			next := interval
-			switch {
-			case err == nil:
-			case errors.Is(err, errNodeGone):
-				lc.End(err) // wraps ErrSessionLost, with the cause
-				continue
-			default:
+		case <-retryC:
+			retryC = nil
+		}
+		// A heartbeat: on the connection's tick, with the others of it.
+		if lc.BeforeRenew() != nil {
+			continue // the Term ended: t.Done is closed
+		}
+		ctx, cancel := context.WithDeadline(e.bg, t.Deadline())
+		sent, err := e.check(ctx, c.stop, c, cw)
+		cancel()
+		lc.Renewed(sent, err)
+		switch {
+		case err == nil:
+		case errors.Is(err, errNodeGone):
+			lc.End(err) // wraps ErrSessionLost, with the cause
+		default:
+			if !errors.Is(err, errBatchFailed) {
 				e.log.Warn("zk election: heartbeat failed", "node", c.node, "err", err)
-				next = retryDelay
 			}
-			beat.Reset(next)
-			continue
+			if retry == nil {
+				retry = time.NewTimer(retryDelay)
+			} else {
+				retry.Reset(retryDelay)
+			}
+			retryC = retry.C
 		}
 	}
 }

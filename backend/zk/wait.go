@@ -36,7 +36,7 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 			early = make(chan checked, 1)
 			go func() {
 				defer e.io.Done()
-				sent, err := e.check(ctx, e.closing, c)
+				sent, err := e.check(ctx, e.closing, c, nil)
 				early <- checked{sent, err}
 			}()
 			headGone = false

@@ -101,9 +101,11 @@ var _ election.Elector = (*Elector)(nil)
 // share a Session: one session, kept alive by the client's pings, carries
 // the ephemeral nodes of every election on it, so many elections per
 // process cost one connection. The price is the same: when the session
-// expires, every leadership on it ends at once. Each Elector still sends
-// its own heartbeat (a check transaction every third of the lease window
-// while it leads) and watches its own predecessor.
+// expires, every leadership on it ends at once. The leaders on one conn
+// beat together: on each tick (every third of the shortest lease window
+// among them) one multi carries every leader's check of its own node, so
+// 10,000 leaderships on a conn cost one request per tick, not 10,000;
+// each Elector still watches its own predecessor.
 func New(conn *gozk.Conn, path string, opts ...election.Option) (*Elector, error) {
 	return NewConfig(conn, path, Config{}, opts...)
 }
