@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	_ "net/http/pprof" // served by the etcd child when PprofEnv is set
 	"os"
 	"os/exec"
 	"strconv"
@@ -30,6 +32,11 @@ import (
 // childEnv names the environment variable that makes ServeIfChild serve:
 // its value is the number of etcd members.
 const childEnv = "ELECTION_BENCH_ETCD_MEMBERS"
+
+// PprofEnv, set to a loopback host:port in the bench's environment, makes
+// the etcd child serve net/http/pprof there (go tool pprof
+// http://ADDR/debug/pprof/profile), to see where a member spends its time.
+const PprofEnv = "ELECTION_BENCH_ETCD_PPROF"
 
 // ServeIfChild returns at once unless this process was started by
 // StartEtcd as an etcd child; then it starts the members, prints their
@@ -61,6 +68,10 @@ func ServeIfChild() {
 			os.Exit(1)
 		}
 		eps, closeFn = c.Endpoints(), c.Close
+	}
+	if addr := os.Getenv(PprofEnv); addr != "" {
+		// net/http/pprof on a loopback address, to profile the member.
+		go func() { fmt.Fprintln(os.Stderr, "servers: pprof:", http.ListenAndServe(addr, nil)) }()
 	}
 	fmt.Printf("ENDPOINTS %s\n", strings.Join(eps, ","))
 	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it (or dies)
