@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/lograte"
 	"github.com/electkit/election/internal/record"
 	"github.com/electkit/election/internal/skeleton"
@@ -312,18 +313,44 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	// filling up it holds the key just ahead; otherwise the candidacy's
 	// goroutine reads on (a read-only look) rather than carry every
 	// window in a write, which etcd logs whole.
+	//
+	// With no leader key and nothing queued above the new key (a sharded
+	// service's elections, where the first candidate finds the election
+	// empty), the create also creates the leader key: a claim as the
+	// follower makes it (claim), checked window by window, folded into
+	// the create so that the first candidate leads in one write. It is
+	// tried only while the session's last confirmed renewal is fresh
+	// enough for a claim; the Term counts from that renewal's send time.
 	from := after(c.key)
 	near := e.nearOps(c, from)
+	sent := s.lastRenewed()
+	lead := clock.Since(sent) <= e.o.Window()/2
+	then := append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, near...)
+	if lead {
+		put := clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(s.lease))
+		then = append(then, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0)},
+			[]clientv3.Op{e.lay.nested(from, func() []clientv3.Op { return []clientv3.Op{put} }, func(string, string) []clientv3.Op { return nil })},
+			nil))
+	}
 	var v *view
+	token := int64(0)
 	for {
 		resp, err := e.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
-			Then(append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, near...)...).
+			Then(then...).
 			Else(near...).
 			Commit()
 		if err == nil && resp.Succeeded {
 			c.rev = resp.Header.Revision
 			v = e.nearView(resp.Header.Revision, resp.Responses[1:], from)
+			if lead {
+				if t := resp.Responses[len(resp.Responses)-1].GetResponseTxn(); t != nil && t.Succeeded && len(t.Responses) == 1 {
+					if _, claimed, _ := walkNested(t.Responses[0]); claimed {
+						token = resp.Header.Revision
+					}
+				}
+			}
 			break
 		}
 		if err == nil { // the key exists: an earlier try of this create whose reply was lost, or not ours
@@ -360,7 +387,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	}
 	e.cand = c
 	e.wg.Add(1)
-	go e.follow(c, v)
+	go e.follow(c, v, token, sent)
 	e.mu.Unlock()
 	return c, nil
 }

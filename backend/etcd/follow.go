@@ -189,15 +189,23 @@ type follower struct {
 // follow runs candidacy c from its first view until it ends: waiting,
 // leading (it creates the leader key and starts the Term), then guarding
 // its keys.
-func (e *Elector) follow(c *candidacy, v *view) {
+//
+// A token > 0 says that c's create made it leader (start), its Term
+// counting from sent.
+func (e *Elector) follow(c *candidacy, v *view, token int64, sent time.Time) {
 	defer e.wg.Done()
 	f := &follower{e: e, c: c, from: after(c.key), warned: map[string]bool{}}
 	if v == nil {
 		f.floor = c.rev // a serializable read that has seen c's key will do
 	}
 	defer f.closeWatch()
-	token, sent, ok := f.waitTurn(v)
-	if !ok || !f.elect(token, sent) {
+	if token == 0 {
+		var ok bool
+		if token, sent, ok = f.waitTurn(v); !ok {
+			return
+		}
+	}
+	if !f.elect(token, sent) {
 		return
 	}
 	f.guard(token)
@@ -257,6 +265,18 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 		if err := e.checkOwn(c, v.own); err != nil {
 			e.oust(c, err)
 			return 0, time.Time{}, false
+		}
+		if l := v.leader; l != nil && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
+			// The leader key is c's own: a claim (or a create that
+			// claimed) whose reply was lost. c leads.
+			sent, err := f.renewed()
+			if err != nil {
+				if f.failed("renewing the lease", err) {
+					return 0, time.Time{}, false
+				}
+				continue
+			}
+			return l.CreateRevision, sent, true
 		}
 		if len(v.above) > 0 && v.above[0].Lease == 0 {
 			// A key without a lease never expires: waiting for it would
@@ -365,12 +385,10 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 func (f *follower) claim() (*view, int64, time.Time, error) {
 	e, c, s := f.e, f.c, f.c.s
 	e.reads.Add(1)
-	if clock.Since(s.lastRenewed()) > e.o.Window()/2 {
-		if _, err := s.renew(c.ctx); err != nil {
-			return nil, 0, time.Time{}, err
-		}
+	sent, err := f.renewed()
+	if err != nil {
+		return nil, 0, time.Time{}, err
 	}
-	sent := s.lastRenewed()
 	put := clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(s.lease))
 	ownCmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0),
@@ -428,6 +446,19 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		return v, 0, sent, nil
 	}
 	return nil, resp.Header.Revision, sent, nil
+}
+
+// renewed returns the send time of the session's last confirmed renewal,
+// renewing first if that is more than half a lease window old: what a
+// Term that begins now counts from.
+func (f *follower) renewed() (time.Time, error) {
+	s := f.c.s
+	if clock.Since(s.lastRenewed()) > f.e.o.Window()/2 {
+		if _, err := s.renew(f.c.ctx); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return s.lastRenewed(), nil
 }
 
 // nearOrLook returns the view of a failed claim's Else (nearOps) at rev,
