@@ -46,8 +46,12 @@
 //
 // Campaign takes a lease (a new one per candidacy, or the shared
 // Session's) and, in one transaction, creates its queue key (refusing to
-// overwrite) and reads the first window above it and the leader key. Then
-// the candidacy's goroutine waits:
+// overwrite) and reads the first window above it and the leader key; in
+// an election with no leader key and nothing queued above, the same
+// transaction also creates the leader key (the claim below, folded into
+// the create while the lease's last renewal is fresh), so the first
+// candidate of an empty election leads in one write. Otherwise the
+// candidacy's goroutine waits:
 //
 //   - with candidates ahead, it watches the range from its own key to the
 //     key just ahead of it — or, when that key heads the queue, to the
