@@ -17,7 +17,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
-	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/lograte"
 	"github.com/electkit/election/internal/record"
 	"github.com/electkit/election/internal/skeleton"
@@ -323,11 +322,10 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	// enough for a claim; the Term counts from that renewal's send time.
 	from := after(c.key)
 	near := e.nearOps(c, from)
-	sent := s.lastRenewed()
-	lead := clock.Since(sent) <= e.o.Window()/2
+	sent, lead := s.fresh(e.o.Window())
 	then := append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, near...)
 	if lead {
-		put := clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(s.lease))
+		put := e.leaderPut(c)
 		then = append(then, clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0)},
 			[]clientv3.Op{e.lay.nested(from, func() []clientv3.Op { return []clientv3.Op{put} }, func(string, string) []clientv3.Op { return nil })},

@@ -354,12 +354,7 @@ func TestHandoverWakesOnlyTheNext(t *testing.T) {
 		results[i] = campaignAsync(ctx, es[i])
 		waitQueue(t, admin, "/herd", i+1) // queue in index order
 	}
-	reads := func() (sum int64) {
-		for _, e := range es {
-			sum += etcd.Reads(e)
-		}
-		return sum
-	}
+	reads := func() int64 { return etcd.Reads(es...) }
 	if got := reads(); got != 0 { // the first candidate's create made it leader
 		t.Fatalf("candidates issued %d reads while queueing, want 0", got)
 	}

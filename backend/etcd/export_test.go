@@ -1,7 +1,13 @@
 package etcd
 
-// Reads returns how many queue reads e issued while waiting.
-func Reads(e *Elector) int64 { return e.reads.Load() }
+// Reads returns how many queue reads the Electors issued while waiting,
+// in all.
+func Reads(es ...*Elector) (sum int64) {
+	for _, e := range es {
+		sum += e.reads.Load()
+	}
+	return sum
+}
 
 // Clocks returns how many Terms' clocks e still keeps for Close to wait on.
 func Clocks(e *Elector) int {

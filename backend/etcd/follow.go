@@ -13,7 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
-	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/record"
 )
 
@@ -389,7 +388,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 	if err != nil {
 		return nil, 0, time.Time{}, err
 	}
-	put := clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(s.lease))
+	put := e.leaderPut(c)
 	ownCmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
@@ -448,15 +447,22 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 	return nil, resp.Header.Revision, sent, nil
 }
 
+// leaderPut creates the leader key for c (in a transaction that checks
+// it is absent).
+func (e *Elector) leaderPut(c *candidacy) clientv3.Op {
+	return clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(c.s.lease))
+}
+
 // renewed returns the send time of the session's last confirmed renewal,
 // renewing first if that is more than half a lease window old: what a
 // Term that begins now counts from.
 func (f *follower) renewed() (time.Time, error) {
 	s := f.c.s
-	if clock.Since(s.lastRenewed()) > f.e.o.Window()/2 {
-		if _, err := s.renew(f.c.ctx); err != nil {
-			return time.Time{}, err
-		}
+	if sent, ok := s.fresh(f.e.o.Window()); ok {
+		return sent, nil
+	}
+	if _, err := s.renew(f.c.ctx); err != nil {
+		return time.Time{}, err
 	}
 	return s.lastRenewed(), nil
 }

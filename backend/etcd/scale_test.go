@@ -144,35 +144,8 @@ func TestScaleSmoke(t *testing.T) {
 		}
 		return record.Key(l[0].Value) == string(head[0].Key)
 	}
-	reads := func() (sum int64) {
-		for _, e := range es {
-			sum += etcd.Reads(e)
-		}
-		return sum
-	}
-	// Every candidate settles: it waits on a live watch (or leads), its
-	// looks done. A newcomer that sorts just above a waiter wakes it once
-	// (P9) and the watch event may still be on its way when the last key
-	// is written, so the queue counts as settled when three passes in a
-	// row, 20 ms apart, find every candidate waiting and no read issued.
-	for stable := 0; stable < 3; {
-		r0, all := reads(), true
-		for _, e := range es {
-			if !etcd.Settled(e) {
-				all = false
-				break
-			}
-		}
-		if all && reads() == r0 {
-			stable++
-		} else {
-			stable = 0
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the queue did not settle")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	reads := func() int64 { return etcd.Reads(es...) }
+	settle(t, es)
 	leader := next()
 	// A first leader that does not head the queue hands over to the head
 	// and moves the key ahead of the candidate just behind it: two wake.
@@ -216,5 +189,33 @@ func TestScaleSmoke(t *testing.T) {
 	}
 	if resp.Count != 0 {
 		t.Errorf("%d keys left under %s/ after every Elector and Session closed", resp.Count, name)
+	}
+}
+
+// settle waits until every candidate of es waits on a live watch (or
+// leads), its looks done. A newcomer that sorts just above a waiter wakes
+// it once (P9) and the watch event may still be on its way when the last
+// key is written, so the queue counts as settled when three passes in a
+// row, 20 ms apart, find every candidate waiting and no read issued.
+func settle(tb testing.TB, es []*etcd.Elector) {
+	tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for stable := 0; stable < 3; {
+		r0, all := etcd.Reads(es...), true
+		for _, e := range es {
+			if !etcd.Settled(e) {
+				all = false
+				break
+			}
+		}
+		if all && etcd.Reads(es...) == r0 {
+			stable++
+		} else {
+			stable = 0
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the queue did not settle within a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

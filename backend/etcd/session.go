@@ -236,6 +236,14 @@ func (s *Session) lastRenewed() time.Time {
 	return s.renewed
 }
 
+// fresh returns the send time of the last renewal etcd confirmed and
+// whether it is recent enough for a Term to begin from it: at most half a
+// lease window old.
+func (s *Session) fresh(window time.Duration) (time.Time, bool) {
+	sent := s.lastRenewed()
+	return sent, clock.Since(sent) <= window/2
+}
+
 // ticks returns the channel closed at the next renewal tick.
 func (s *Session) ticks() <-chan struct{} {
 	s.mu.Lock()
