@@ -36,6 +36,15 @@ var (
 	// ErrPreempted is the error of a Term that another candidate took over
 	// (a better priority, or the algorithm elected someone else).
 	ErrPreempted = errors.New("election: preempted")
+	// ErrTransferred is the error of a Term whose leader handed its
+	// leadership to another candidate with Transfer.
+	ErrTransferred = errors.New("election: transferred")
+	// ErrNoCandidate is wrapped by the error of a Transfer whose target is
+	// not a waiting candidate (or, for "the best", when none waits).
+	ErrNoCandidate = errors.New("election: no such waiting candidate")
+	// ErrTransferFailed is wrapped by the error of a Transfer whose target
+	// did not take over within the bound.
+	ErrTransferFailed = errors.New("election: transfer not taken over")
 	// ErrInvalidOption is wrapped by the error of a refused option or
 	// argument, which names the field and the value.
 	ErrInvalidOption = errors.New("election: invalid option")

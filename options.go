@@ -83,9 +83,18 @@ type Options struct {
 	// address to forward requests to). Default empty; at most MaxValueSize.
 	Value []byte
 	// Priority is the election attribute: higher is better. Default 0; any
-	// value. The store-backed backends carry it but serve candidates first
-	// come, first served (see their docs).
+	// value. Among waiting candidates the highest leads next, ties first
+	// come, first served.
 	Priority int64
+	// PreemptAfter, when positive, makes a leader step down (its Term ends
+	// with ErrPreempted) for a waiting candidate of strictly higher
+	// Priority once that candidate has waited PreemptAfter without a break
+	// (the hold-off, so that a flapping candidate cannot bounce the
+	// leadership), and hands the leadership to it. It is the leader's
+	// option: a candidate made with it can be preempted. Default 0: off, a
+	// candidate of higher priority waits until the leader goes, then goes
+	// first. 0..MaxTTL*10.
+	PreemptAfter time.Duration
 	// TTL of the lease or session. Default DefaultTTL; MinTTL..MaxTTL.
 	TTL time.Duration
 	// Drift is ρ, the clock-rate bound. Default DefaultDrift; 0..MaxDrift.
@@ -114,6 +123,13 @@ func WithValue(v []byte) Option {
 
 // WithPriority sets the election attribute; higher is better.
 func WithPriority(p int64) Option { return func(o *Options) { o.Priority = p } }
+
+// WithPreemption lets a waiting candidate of strictly higher Priority
+// preempt this one's leadership once it has waited holdOff (see
+// Options.PreemptAfter). 0 turns preemption off.
+func WithPreemption(holdOff time.Duration) Option {
+	return func(o *Options) { o.PreemptAfter = holdOff }
+}
 
 // WithTTL sets the lease or session TTL.
 func WithTTL(d time.Duration) Option { return func(o *Options) { o.TTL = d } }
@@ -186,6 +202,9 @@ func (o Options) Validate() error {
 	}
 	if w := o.Window(); w < o.TTL/2 {
 		return &OptionError{Field: "Margin", Value: o.Margin.String(), Reason: fmt.Sprintf("leaves a validity window TTL/(1+Drift)-Margin of %v, less than TTL/2 (%v)", w, o.TTL/2)}
+	}
+	if o.PreemptAfter < 0 || o.PreemptAfter > 10*MaxTTL {
+		return &OptionError{Field: "PreemptAfter", Value: o.PreemptAfter.String(), Reason: fmt.Sprintf("must be between 0 (off) and %v", 10*MaxTTL)}
 	}
 	if o.Logger == nil {
 		return &OptionError{Field: "Logger", Value: "nil", Reason: "must not be nil"}

@@ -44,6 +44,8 @@ func TestNewOptionsRefusals(t *testing.T) {
 		{"Drift NaN", []Option{WithDrift(math.NaN())}, "Drift", []string{"Drift = NaN"}, "NaN"},
 		{"Drift +Inf", []Option{WithDrift(math.Inf(1))}, "Drift", []string{"Drift = +Inf"}, "+Inf"},
 		{"Drift above MaxDrift", []Option{WithDrift(MaxDrift + 0.001)}, "Drift", []string{"Drift = " + strconv.FormatFloat(MaxDrift+0.001, 'g', -1, 64), strconv.FormatFloat(MaxDrift, 'g', -1, 64)}, strconv.FormatFloat(MaxDrift+0.001, 'g', -1, 64)},
+		{"PreemptAfter negative", []Option{WithPreemption(-time.Second)}, "PreemptAfter", []string{"PreemptAfter = -1s", "0 (off)"}, "-1s"},
+		{"PreemptAfter too long", []Option{WithPreemption(10*MaxTTL + 1)}, "PreemptAfter", []string{"PreemptAfter = " + (10*MaxTTL + 1).String()}, (10*MaxTTL + 1).String()},
 		{"Margin negative", []Option{WithMargin(-time.Nanosecond)}, "Margin", []string{"Margin = -1ns", "negative"}, "-1ns"},
 		// TTL 1s, drift 0: Window = 1s − Margin must be ≥ 500ms.
 		{"Margin too large for TTL", []Option{WithTTL(time.Second), WithDrift(0), WithMargin(500*time.Millisecond + time.Nanosecond)}, "Margin", []string{"Margin = 500.000001ms", "499.999999ms", "500ms"}, "500.000001ms"},

@@ -169,6 +169,9 @@ var subtests = []struct {
 	{"RunCallbacks", testRunCallbacks, false},
 	{"SilentStore", testSilentStore, false},
 	{"EvictedLeader", testEvictedLeader, false},
+	{"Priority", testPriority, false},
+	{"Preemption", testPreemption, false},
+	{"Transfer", testTransfer, false},
 	{"NoGoroutineLeft", testNoGoroutineLeft, true},
 }
 

@@ -76,6 +76,11 @@ var bugs = map[string]refbackend.Bugs{
 	"IgnoreCtxWhenSilent": {IgnoreCtxWhenSilent: true},
 	"EvictionUnnoticed":   {EvictionUnnoticed: true},
 	"NoSentinel":          {NoSentinel: true},
+	"IgnorePriority":      {IgnorePriority: true},
+	"NoPreemption":        {NoPreemption: true},
+	"PreemptAtOnce":       {PreemptAtOnce: true},
+	"TransferToHead":      {TransferToHead: true},
+	"TransferEarly":       {TransferEarly: true},
 }
 
 // TestReferenceBackend runs the suite on the reference backend: every
@@ -106,6 +111,11 @@ func TestSuiteCatchesBrokenBackends(t *testing.T) {
 		"IgnoreCtxWhenSilent": {"SilentStore"},
 		"EvictionUnnoticed":   {"EvictedLeader"},
 		"NoSentinel":          {"EvictedLeader"},
+		"IgnorePriority":      {"Priority"},
+		"NoPreemption":        {"Preemption"},
+		"PreemptAtOnce":       {"Preemption"},
+		"TransferToHead":      {"Transfer"},
+		"TransferEarly":       {"Transfer"},
 	}
 	failLine := regexp.MustCompile(`--- FAIL: TestReferenceBackend/(\w+)`)
 	for bug, want := range mustFail {

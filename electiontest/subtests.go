@@ -49,7 +49,7 @@ func (w *world) awaitWon(ch <-chan won, d time.Duration, what string) won {
 // errors through errors.Is: what a caller switches on.
 func sentinel(err error) bool {
 	for _, s := range []error{election.ErrResigned, election.ErrClosed, election.ErrLeaseExpired,
-		election.ErrSessionLost, election.ErrUnhealthy, election.ErrPreempted} {
+		election.ErrSessionLost, election.ErrUnhealthy, election.ErrPreempted, election.ErrTransferred} {
 		if errors.Is(err, s) {
 			return true
 		}

@@ -1,8 +1,10 @@
 // Package refbackend is the reference backend of the conformance suite: an
 // in-process store of leased keys shaped like etcd's (leases with a TTL that
-// keepalives renew, keys created in revision order, the oldest live key
-// leads, the key's creation revision is the fencing token) and an Elector on
-// it that keeps the contract of package election.
+// keepalives renew, keys queued by priority and then by revision; the head
+// of the queue claims the leadership when nobody holds it, or the target of
+// a transfer does; the claim's revision is the fencing token) and an
+// Elector on it that keeps the contract of package election, with
+// priority, preemption and transfer.
 //
 // It exists to prove the suite in electiontest: every subtest passes on it,
 // and each of its Bugs makes some subtest fail. It is internal; applications
@@ -13,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,12 +43,28 @@ type Bugs struct {
 	// NoSentinel: a Term ended by another client's revoke ends with
 	// context.Canceled, none of package election's errors.
 	NoSentinel bool
+	// IgnorePriority: the queue is first come, first served whatever the
+	// candidates' priorities.
+	IgnorePriority bool
+	// NoPreemption: WithPreemption is ignored; a leader never steps down
+	// for a candidate of higher priority.
+	NoPreemption bool
+	// PreemptAtOnce: a leader made WithPreemption steps down as soon as a
+	// candidate of higher priority queues, without the hold-off.
+	PreemptAtOnce bool
+	// TransferToHead: Transfer ends the Term and resigns, but the hand-over
+	// names nobody: the head of the queue leads, not the target.
+	TransferToHead bool
+	// TransferEarly: Transfer hands over first and ends the old Term only
+	// once the target leads (P3).
+	TransferEarly bool
 }
 
 var (
 	errLeaseNotFound = errors.New("refbackend: lease not found")
 	errConnLost      = errors.New("refbackend: connection lost")
 	errSilent        = errors.New("refbackend: the store did not answer")
+	errNotTurn       = errors.New("refbackend: not this key's turn")
 )
 
 // Store is the in-process store of one election.
@@ -53,14 +72,19 @@ type Store struct {
 	bugs  Bugs
 	board *watch.Board
 
-	mu   sync.Mutex
-	rev  uint64
-	keys []*key // live keys, oldest first
+	mu      sync.Mutex
+	rev     uint64
+	keys    []*key        // live keys, oldest first
+	leader  *key          // the key that leads, nil if none
+	handoff *key          // a Transfer's target while it has not claimed
+	changed chan struct{} // closed and replaced at every change
 }
 
 type key struct {
-	leader election.Leader
+	leader election.Leader // Token set when it claims
 	lease  *lease
+	rev    uint64    // arrival
+	since  time.Time // arrival, on the store's clock
 }
 
 type lease struct {
@@ -78,7 +102,7 @@ type lease struct {
 
 // NewStore returns an empty store with the given faults.
 func NewStore(bugs Bugs) *Store {
-	return &Store{bugs: bugs, board: watch.NewBoard()}
+	return &Store{bugs: bugs, board: watch.NewBoard(), changed: make(chan struct{})}
 }
 
 func (s *Store) grant(ttl time.Duration) *lease {
@@ -144,6 +168,12 @@ func (s *Store) revokeLocked(l *lease, byOther bool) {
 	for i, k := range s.keys {
 		if k.lease == l {
 			s.keys = append(s.keys[:i], s.keys[i+1:]...)
+			if s.leader == k {
+				s.leader = nil
+			}
+			if s.handoff == k {
+				s.handoff = nil
+			}
 			break
 		}
 	}
@@ -160,10 +190,7 @@ func (s *Store) put(l *lease, o election.Options) (*key, error) {
 	default:
 	}
 	s.rev++
-	k := &key{lease: l, leader: election.Leader{ID: o.ID, Value: o.Value, Priority: o.Priority, Token: s.rev}}
-	if s.bugs.ReuseToken {
-		k.leader.Token = 1
-	}
+	k := &key{lease: l, rev: s.rev, since: clock.Now(), leader: election.Leader{ID: o.ID, Value: o.Value, Priority: o.Priority}}
 	l.key = k
 	s.keys = append(s.keys, k)
 	s.publishLocked()
@@ -172,30 +199,146 @@ func (s *Store) put(l *lease, o election.Options) (*key, error) {
 
 func (s *Store) publishLocked() {
 	var l election.Leader
-	if len(s.keys) > 0 {
-		l = s.keys[0].leader
+	if s.leader != nil {
+		l = s.leader.leader
 	}
 	s.board.Set(l)
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
-// confirm renews k's lease and reports whether k is the oldest live key:
-// the check Campaign makes before it returns (P4).
+// watch returns a channel closed at the store's next change.
+func (s *Store) watch() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// aheadLocked reports whether a is served before b: higher priority
+// first, then earlier arrival.
+func (s *Store) aheadLocked(a, b *key) bool {
+	if !s.bugs.IgnorePriority && a.leader.Priority != b.leader.Priority {
+		return a.leader.Priority > b.leader.Priority
+	}
+	return a.rev < b.rev
+}
+
+// waitingLocked returns the waiting keys (all but the leader's) in the
+// order they would lead.
+func (s *Store) waitingLocked() []*key {
+	var ks []*key
+	for _, k := range s.keys {
+		if k != s.leader {
+			ks = append(ks, k)
+		}
+	}
+	slices.SortStableFunc(ks, func(a, b *key) int {
+		switch {
+		case s.aheadLocked(a, b):
+			return -1
+		case s.aheadLocked(b, a):
+			return 1
+		}
+		return 0
+	})
+	return ks
+}
+
+// canLeadLocked reports whether k may claim the leadership now: nobody
+// holds it, and k is the target of a pending transfer or, without one,
+// the head of the queue.
+func (s *Store) canLeadLocked(k *key) bool {
+	switch {
+	case s.bugs.EveryoneLeads:
+		return true
+	case s.leader != nil:
+		return false
+	case s.handoff != nil:
+		return s.handoff == k
+	}
+	w := s.waitingLocked()
+	return len(w) > 0 && w[0] == k
+}
+
+// confirm renews k's lease and claims the leadership for it if it may:
+// the check Campaign makes before it returns (P4). The claim's revision is
+// the token.
 func (s *Store) confirm(k *key) error {
 	if err := s.keepAlive(k.lease); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.bugs.EveryoneLeads && (len(s.keys) == 0 || s.keys[0] != k) {
-		return fmt.Errorf("refbackend: key %d is not the oldest", k.leader.Token)
+	if !s.canLeadLocked(k) {
+		return fmt.Errorf("%w: key %d of %s", errNotTurn, k.rev, k.leader.ID)
+	}
+	s.rev++
+	k.leader.Token = s.rev
+	if s.bugs.ReuseToken {
+		k.leader.Token = 1
+	}
+	s.leader, s.handoff = k, nil
+	s.publishLocked()
+	return nil
+}
+
+func (s *Store) canLead(k *key) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.canLeadLocked(k)
+}
+
+// handOver revokes from's lease (deleting its key and the leadership it
+// holds) and, in the same step, names to the next leader if to is live.
+func (s *Store) handOver(from *lease, to *key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if slices.Contains(s.keys, to) && !s.bugs.TransferToHead {
+		s.handoff = to
+	}
+	s.revokeLocked(from, false)
+}
+
+// lapse withdraws a hand-over to k that k has not taken.
+func (s *Store) lapse(k *key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.handoff == k {
+		s.handoff = nil
+		s.publishLocked()
+	}
+}
+
+// led reports whether k has claimed the leadership, and whether a
+// hand-over to it is still pending.
+func (s *Store) led(k *key) (led, pending bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return k.leader.Token != 0, s.handoff == k
+}
+
+// target returns the waiting key a transfer from k goes to: the best one
+// for "", else the best one whose ID is to.
+func (s *Store) target(k *key, to string) *key {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.waitingLocked() {
+		if w != k && (to == "" || w.leader.ID == to) {
+			return w
+		}
 	}
 	return nil
 }
 
-func (s *Store) isHead(k *key) bool {
+// challenger returns the best waiting key of strictly higher priority than
+// k's, if any.
+func (s *Store) challenger(k *key) *key {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.bugs.EveryoneLeads || len(s.keys) > 0 && s.keys[0] == k
+	if w := s.waitingLocked(); len(w) > 0 && w[0].leader.Priority > k.leader.Priority {
+		return w[0]
+	}
+	return nil
 }
 
 // Elector is one candidate on a Store.
@@ -337,7 +480,35 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	if err != nil {
 		return nil, err
 	}
-	for !e.s.isHead(c.key) {
+	var sent time.Time
+	for {
+		for !e.s.canLead(c.key) {
+			if err := e.answer(ctx); err != nil {
+				if errors.Is(err, election.ErrClosed) {
+					return nil, err
+				}
+				e.withdraw(c)
+				return nil, err
+			}
+			changed := e.s.watch()
+			if e.s.canLead(c.key) {
+				break
+			}
+			select {
+			case <-changed:
+			case <-c.lease.dead:
+				return nil, e.lost(c)
+			case <-e.cutCh:
+				return nil, e.lost(c)
+			case <-e.closing:
+				return nil, election.ErrClosed
+			case <-ctx.Done():
+				e.withdraw(c)
+				return nil, ctx.Err()
+			}
+		}
+		// P4: the key exists under a live lease and may lead, confirmed by
+		// a renewal whose send time starts the Term's deadline.
 		if err := e.answer(ctx); err != nil {
 			if errors.Is(err, election.ErrClosed) {
 				return nil, err
@@ -345,39 +516,19 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 			e.withdraw(c)
 			return nil, err
 		}
-		_, changed := e.s.board.Get()
-		if e.s.isHead(c.key) {
-			break
+		sent = clock.Now()
+		if err := e.connErr(); err != nil {
+			return nil, e.lost(c)
 		}
-		select {
-		case <-changed:
-		case <-c.lease.dead:
-			return nil, e.lost(c)
-		case <-e.cutCh:
-			return nil, e.lost(c)
-		case <-e.closing:
-			return nil, election.ErrClosed
-		case <-ctx.Done():
+		err = e.s.confirm(c.key)
+		if errors.Is(err, errNotTurn) {
+			continue // someone else claimed first, or a better candidate queued
+		}
+		if err != nil {
 			e.withdraw(c)
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("%w: confirming key %d of %s: %w", election.ErrSessionLost, c.key.rev, e.o.ID, err)
 		}
-	}
-	// P4: the key exists under a live lease and is the oldest, confirmed by
-	// a renewal whose send time starts the Term's deadline.
-	if err := e.answer(ctx); err != nil {
-		if errors.Is(err, election.ErrClosed) {
-			return nil, err
-		}
-		e.withdraw(c)
-		return nil, err
-	}
-	sent := clock.Now()
-	if err := e.connErr(); err != nil {
-		return nil, e.lost(c)
-	}
-	if err := e.s.confirm(c.key); err != nil {
-		e.withdraw(c)
-		return nil, fmt.Errorf("%w: confirming key %d of %s: %w", election.ErrSessionLost, c.key.leader.Token, e.o.ID, err)
+		break
 	}
 	o := e.o
 	if e.s.bugs.LateExpiry {
@@ -466,7 +617,7 @@ func (e *Elector) evicted(c *candidacy) {
 	if lc == nil {
 		return // a waiter: Campaign sees the lease die
 	}
-	var cause error = fmt.Errorf("%w: the lease of key %d was revoked", election.ErrSessionLost, c.key.leader.Token)
+	var cause error = fmt.Errorf("%w: the lease of key %d was revoked", election.ErrSessionLost, c.key.rev)
 	if e.s.bugs.NoSentinel {
 		cause = context.Canceled
 	}
@@ -489,7 +640,7 @@ func (e *Elector) lost(c *candidacy) error {
 	if cut {
 		return fmt.Errorf("%w: %w", election.ErrSessionLost, errConnLost)
 	}
-	return fmt.Errorf("%w: lease of key %d expired", election.ErrSessionLost, c.key.leader.Token)
+	return fmt.Errorf("%w: lease of key %d expired", election.ErrSessionLost, c.key.rev)
 }
 
 // withdraw ends c if it is still the current candidacy.
@@ -568,6 +719,10 @@ func (e *Elector) keepAlive(c *candidacy) {
 			lc = c.lc
 			e.mu.Unlock()
 			termDone = lc.Term().Done()
+			if e.o.PreemptAfter > 0 && !e.s.bugs.NoPreemption {
+				e.wg.Add(1)
+				go e.preempt(c, termDone)
+			}
 			continue
 		case <-termDone:
 			e.withdraw(c)
@@ -594,7 +749,7 @@ func (e *Elector) keepAlive(c *candidacy) {
 		}
 		if lc != nil {
 			if errors.Is(err, errLeaseNotFound) {
-				lc.End(fmt.Errorf("%w: lease of key %d", election.ErrSessionLost, c.key.leader.Token))
+				lc.End(fmt.Errorf("%w: lease of key %d", election.ErrSessionLost, c.key.rev))
 			}
 		}
 	}
@@ -676,4 +831,152 @@ func (e *Elector) Close() error {
 	e.wg.Wait()
 	e.terms.EndAll(election.ErrClosed)
 	return nil
+}
+
+// Candidates implements election.Lister.
+func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := e.connErr(); err != nil {
+		return nil, err
+	}
+	if err := e.answer(ctx); err != nil {
+		return nil, err
+	}
+	e.s.mu.Lock()
+	defer e.s.mu.Unlock()
+	var out []election.Leader
+	for _, k := range e.s.waitingLocked() {
+		l := k.leader
+		l.Token = 0
+		l.Value = append([]byte(nil), l.Value...)
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// Transfer implements election.Transferer.
+func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
+	e.mu.Lock()
+	c, closed := e.cand, e.closed
+	e.mu.Unlock()
+	if closed {
+		return election.ErrClosed
+	}
+	if c == nil || c.lc == nil || c.lc.Term() != t || t.Err() != nil {
+		return fmt.Errorf("%w: %s does not lead with %v", election.ErrNotLeader, e.o.ID, t)
+	}
+	if err := e.connErr(); err != nil {
+		return err
+	}
+	if err := e.answer(ctx); err != nil {
+		return err
+	}
+	target := e.s.target(c.key, to)
+	if target == nil {
+		what := fmt.Sprintf("%q is not waiting", to)
+		if to == "" {
+			what = "no candidate is waiting"
+		}
+		err := fmt.Errorf("%w: transfer from %s: %s", election.ErrNoCandidate, e.o.ID, what)
+		if fallback == election.StepDown {
+			return errors.Join(err, e.Resign(ctx))
+		}
+		return err
+	}
+	return e.handOver(ctx, c, target, fmt.Errorf("%w to %s", election.ErrTransferred, target.leader.ID))
+}
+
+// handOver ends c's Term with cause, deletes its key and names target the
+// next leader in one step of the store, then waits until target leads, for
+// at most a lease window.
+func (e *Elector) handOver(ctx context.Context, c *candidacy, target *key, cause error) error {
+	e.mu.Lock()
+	if e.cand != c {
+		e.mu.Unlock()
+		return fmt.Errorf("%w: %s's Term ended before the transfer", election.ErrNotLeader, e.o.ID)
+	}
+	e.cand = nil
+	lc := c.lc
+	e.mu.Unlock()
+	early := e.s.bugs.TransferEarly
+	if !early {
+		lc.End(cause)
+	}
+	close(c.stop)
+	e.s.handOver(c.lease, target)
+	bound := time.NewTimer(e.o.Window())
+	defer bound.Stop()
+	fail := func(why error) error {
+		e.s.lapse(target)
+		if early {
+			lc.End(cause)
+		}
+		return why
+	}
+	for {
+		changed := e.s.watch()
+		led, pending := e.s.led(target)
+		if led {
+			if early {
+				lc.End(cause)
+			}
+			return nil
+		}
+		if !pending {
+			return fail(fmt.Errorf("%w: %s left before leading", election.ErrTransferFailed, target.leader.ID))
+		}
+		select {
+		case <-changed:
+		case <-bound.C:
+			return fail(fmt.Errorf("%w: %s did not lead within %v", election.ErrTransferFailed, target.leader.ID, e.o.Window()))
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-e.closing:
+			return fail(election.ErrClosed)
+		}
+	}
+}
+
+// preempt runs while c leads with WithPreemption: once a waiting candidate
+// of strictly higher priority has waited the hold-off, it hands the
+// leadership to it, ending the Term with ErrPreempted.
+func (e *Elector) preempt(c *candidacy, done <-chan struct{}) {
+	defer e.wg.Done()
+	hold := e.o.PreemptAfter
+	if e.s.bugs.PreemptAtOnce {
+		hold = 0
+	}
+	var tm *time.Timer
+	defer func() {
+		if tm != nil {
+			tm.Stop()
+		}
+	}()
+	for {
+		changed := e.s.watch()
+		var fire <-chan time.Time
+		if ch := e.s.challenger(c.key); ch != nil {
+			d := ch.since.Add(hold).Sub(clock.Now())
+			if d <= 0 {
+				cause := fmt.Errorf("%w: %s (priority %d) waited %v", election.ErrPreempted, ch.leader.ID, ch.leader.Priority, hold)
+				_ = e.handOver(context.Background(), c, ch, cause) // its outcome is the next leader's
+				return
+			}
+			tm = time.NewTimer(d)
+			fire = tm.C
+		}
+		select {
+		case <-changed:
+		case <-fire:
+		case <-done:
+			return
+		case <-c.stop:
+			return
+		}
+		if tm != nil {
+			tm.Stop()
+		}
+	}
 }

@@ -1,0 +1,103 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Lister is the optional interface of an Elector that can list the
+// candidates waiting in its election, in the order they would lead: the
+// highest Priority first, ties first come, first served. The leader is not
+// among them; their Tokens are zero. It costs a read of the whole queue
+// (one request on the stores): it is for operators and tests, not for a
+// hot path.
+type Lister interface {
+	Candidates(ctx context.Context) ([]Leader, error)
+}
+
+// Transferer is the optional interface of an Elector that can hand its
+// leadership to a waiting candidate; call it through Transfer.
+type Transferer interface {
+	// Transfer hands t's leadership to the waiting candidate whose ID is
+	// to, or to the best waiting one when to is "". See Transfer.
+	Transfer(ctx context.Context, t *Term, to string, fallback Fallback) error
+}
+
+// Fallback says what a Transfer whose target is not a waiting candidate
+// does with the leadership.
+type Fallback int
+
+const (
+	// KeepLeading: the Transfer fails before anything changes, and the Term
+	// stays valid.
+	KeepLeading Fallback = iota
+	// StepDown: the Term ends anyway, as with Resign (ErrResigned), and
+	// the next leader comes from the normal order.
+	StepDown
+)
+
+// String names f as in the package's documentation.
+func (f Fallback) String() string {
+	switch f {
+	case KeepLeading:
+		return "KeepLeading"
+	case StepDown:
+		return "StepDown"
+	}
+	return fmt.Sprintf("Fallback(%d)", int(f))
+}
+
+// Transfer hands t, a valid Term of e, to the waiting candidate whose ID is
+// to, or to the best waiting one (the one that would lead next) when to is
+// "", without waiting for a TTL: the leadership moves on purpose, say
+// before the leader's node is drained.
+//
+// If to is not waiting (or none waits), Transfer returns an error wrapping
+// ErrNoCandidate that names it; with KeepLeading nothing has changed and t
+// is still valid, with StepDown t has been resigned. Otherwise t ends with
+// an error wrapping ErrTransferred before the hand-over is sent (the
+// candidate leaves the election, as after Resign: campaign again to queue
+// anew), and the target leads next, with a higher token, ahead of every
+// other candidate. Transfer returns nil once the target leads. If it has
+// not within one lease window of t's (or before ctx ends), the hand-over
+// lapses — it is withdrawn, or goes with the target's lease — and the next
+// leader comes from the normal order: Transfer returns an error wrapping
+// ErrTransferFailed (or ctx's error). A leadership handed on is not taken
+// back: the old Term is over before the target can lead (P3).
+//
+// An Elector that cannot transfer returns an error wrapping
+// errors.ErrUnsupported, with t untouched. A t that is not e's valid Term
+// gives ErrNotLeader.
+func Transfer(ctx context.Context, e Elector, t *Term, to string, fallback Fallback) error {
+	if fallback != KeepLeading && fallback != StepDown {
+		return &OptionError{Field: "Fallback", Value: fallback.String(), Reason: "must be KeepLeading or StepDown"}
+	}
+	if to != "" {
+		if err := ValidateID(to); err != nil {
+			var oe *OptionError
+			if errors.As(err, &oe) {
+				oe.Field = "Transfer target"
+			}
+			return err
+		}
+	}
+	if t == nil {
+		return fmt.Errorf("%w: no Term to transfer", ErrNotLeader)
+	}
+	tr, ok := e.(Transferer)
+	if !ok {
+		return fmt.Errorf("election: %T cannot transfer its leadership: %w", e, errors.ErrUnsupported)
+	}
+	return tr.Transfer(ctx, t, to, fallback)
+}
+
+// Candidates lists the candidates waiting in e's election (see Lister), or
+// returns an error wrapping errors.ErrUnsupported when e cannot.
+func Candidates(ctx context.Context, e Elector) ([]Leader, error) {
+	l, ok := e.(Lister)
+	if !ok {
+		return nil, fmt.Errorf("election: %T cannot list its candidates: %w", e, errors.ErrUnsupported)
+	}
+	return l.Candidates(ctx)
+}

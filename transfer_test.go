@@ -1,0 +1,53 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/electkit/election"
+)
+
+// plain is an Elector without the optional interfaces.
+type plain struct{ election.Elector }
+
+func TestTransferArguments(t *testing.T) {
+	ctx := context.Background()
+	term, _ := election.NewTerm(must(election.NewOptions()), election.Leader{ID: "a", Token: 1}, time.Now())
+	for _, c := range []struct {
+		name string
+		to   string
+		fb   election.Fallback
+		t    *election.Term
+		want error
+		text string
+	}{
+		{"bad fallback", "b", election.Fallback(7), term, election.ErrInvalidOption, "Fallback(7)"},
+		{"bad target", "b/c", election.KeepLeading, term, election.ErrInvalidOption, `Transfer target = "b/c"`},
+		{"no term", "b", election.KeepLeading, nil, election.ErrNotLeader, "no Term"},
+		{"unsupported", "b", election.StepDown, term, errors.ErrUnsupported, "cannot transfer"},
+	} {
+		err := election.Transfer(ctx, plain{}, c.t, c.to, c.fb)
+		if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("%s: Transfer = %v, want %v mentioning %q", c.name, err, c.want, c.text)
+		}
+	}
+	if err := term.Err(); err != nil {
+		t.Errorf("a refused Transfer ended the Term: %v", err)
+	}
+	if _, err := election.Candidates(ctx, plain{}); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("Candidates on an Elector without Lister = %v, want ErrUnsupported", err)
+	}
+	if got := election.StepDown.String(); got != "StepDown" {
+		t.Errorf("StepDown.String() = %q", got)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
