@@ -221,9 +221,40 @@
 // it makes the writes happen only while the Term is current. Proclaim
 // changes the Value observers see, guarded the same way.
 //
-// # Priority
+// # Priority, preemption and transfer
 //
 // The queue serves the highest Priority first, ties first come, first
-// served. A candidate of higher priority than the leader waits until the
-// leader goes, then goes first.
+// served: the priority leads the queue key's name, so every candidate
+// reads the same order. A candidate of higher priority than the leader
+// sorts above the leader's queue key; it waits until the leader goes,
+// then goes first — it wakes only the leader (whose watch covers the
+// keys above its own) and the candidate it displaces.
+//
+// Transfer (election.Transfer) reads the queue once to find its target
+// (the whole queue: it is an operator's call), ends the Term with
+// ErrTransferred, then, in one transaction that holds only while the
+// leader key is still the Term's and the target's queue key is the one
+// read, deletes the leader key and the leader's queue key, puts the
+// hand-over key N/_t naming the target's queue key under the target's
+// lease, and touches the target's queue key (a put that keeps its value
+// and lease) so that the target's own watch wakes it. Only the target
+// may create the leader key while N/_t exists (every other claim
+// compares it absent); it deletes N/_t in the same transaction, so a
+// transfer costs what a handover does: one write by the leader, one by
+// the target. The head of the queue, woken by the leader key's deletion,
+// finds N/_t and waits on it. Transfer watches the leader key until the
+// target has created it. A target that leaves before it leads takes N/_t
+// with it (its release deletes it; its lease's end does too); one that
+// has not led within one lease window has the hand-over withdrawn by
+// Transfer, and the normal order resumes (ErrTransferFailed); a head of
+// the queue that finds N/_t naming a queue key that is gone, or N/_t
+// without a lease, deletes it. Candidates lists the waiting candidates
+// with one read of the whole queue.
+//
+// A leader made WithPreemption(hold) follows the keys above its own — of
+// strictly higher priority (a candidate of equal priority that sorts
+// above it through an arrival tie does not count) — through the watch it
+// keeps anyway, and once one has been there hold without a break, hands
+// over to the best of them as Transfer does, its Term ending with
+// ErrPreempted.
 package etcd

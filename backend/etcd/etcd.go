@@ -327,7 +327,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	if lead {
 		put := e.leaderPut(c)
 		then = append(then, clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0)},
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0)},
 			[]clientv3.Op{e.lay.nested(from, func() []clientv3.Op { return []clientv3.Op{put} }, func(string, string) []clientv3.Op { return nil })},
 			nil))
 	}
@@ -562,7 +562,9 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 			lcmp = clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token)
 		}
 		delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
-		_, err = e.cli.Txn(ctx).If(lcmp).Then(clientv3.OpDelete(e.lay.leader), delQ).Else(delQ).Commit()
+		// A hand-over to c that c did not take goes with it.
+		delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer)}, nil)
+		_, err = e.cli.Txn(ctx).If(lcmp).Then(clientv3.OpDelete(e.lay.leader), delQ, delT).Else(delQ, delT).Commit()
 		if err == nil {
 			e.mu.Lock()
 			c.keyGone = true

@@ -58,8 +58,9 @@ type view struct {
 	// last: above came from the last window, up to the queue's end, so
 	// one key alone there heads the queue.
 	last   bool
-	leader *mvccpb.KeyValue // the leader key, or nil
-	old    *mvccpb.KeyValue // a leased key of the previous layout, or nil
+	leader   *mvccpb.KeyValue // the leader key, or nil
+	old      *mvccpb.KeyValue // a leased key of the previous layout, or nil
+	transfer *mvccpb.KeyValue // a pending hand-over's key, or nil
 }
 
 // lookOps reads c's key, the two keys just above from (the windows of
@@ -78,6 +79,7 @@ func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []client
 		clientv3.OpGet(e.lay.leader, opts()...),
 		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1), clientv3.WithKeysOnly())...),
 		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1), clientv3.WithKeysOnly())...),
+		clientv3.OpGet(e.lay.transfer, opts()...),
 	}
 }
 
@@ -89,6 +91,7 @@ func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
 		clientv3.OpGet(c.key, clientv3.WithKeysOnly()),
 		clientv3.OpGet(from, clientv3.WithRange(e.lay.windows(from)[0]), clientv3.WithLimit(2), clientv3.WithKeysOnly()),
 		clientv3.OpGet(e.lay.leader),
+		clientv3.OpGet(e.lay.transfer),
 	}
 }
 
@@ -104,6 +107,9 @@ func (e *Elector) nearView(rev int64, rs []*pb.ResponseOp, from string) *view {
 	if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		v.leader = kvs[0]
 	}
+	if kvs := rs[3].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		v.transfer = kvs[0]
+	}
 	return v
 }
 
@@ -117,6 +123,9 @@ func (e *Elector) parseView(rev int64, rs []*pb.ResponseOp, from string) *view {
 	}
 	if kvs := get(2); len(kvs) > 0 {
 		v.leader = kvs[0]
+	}
+	if kvs := get(5); len(kvs) > 0 {
+		v.transfer = kvs[0]
 	}
 	for _, i := range []int{3, 4} {
 		for _, kv := range get(i) {
@@ -183,6 +192,9 @@ type follower struct {
 	from   string // where the read of the queue above c begins: past keys without a lease
 	floor  int64  // the revision of a deletion the next read must have seen
 	warned map[string]bool
+	// touched: c's own key was put again with its value and lease kept —
+	// a leader handing over to c touches it so that c's watch wakes it.
+	touched bool
 }
 
 // follow runs candidacy c from its first view until it ends: waiting,
@@ -234,11 +246,15 @@ func (f *follower) watch(end string, rev int64) {
 // Term counts from, or false if the candidacy ended.
 func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 	e, c := f.e, f.c
-	claim := false
+	claim, handoff := false, false
 	for c.ctx.Err() == nil {
-		if claim {
-			claim = false
-			nv, token, sent, err := f.claim()
+		if claim || handoff {
+			try := f.claim
+			if handoff {
+				try = f.claimHandoff
+			}
+			claim, handoff = false, false
+			nv, token, sent, err := try()
 			switch {
 			case err != nil:
 				if f.failed("creating the leader key", err) {
@@ -277,6 +293,10 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 			}
 			return l.CreateRevision, sent, true
 		}
+		if t := v.transfer; t != nil && t.Lease == int64(c.s.lease) && string(t.Value) == c.key && v.leader == nil {
+			handoff = true // the leader handed over to c
+			continue
+		}
 		if len(v.above) > 0 && v.above[0].Lease == 0 {
 			// A key without a lease never expires: waiting for it would
 			// block the election for good. Read on past it.
@@ -302,6 +322,19 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 			continue
 		case v.leader != nil:
 			f.watch(after(e.lay.leader), v.rev+1)
+		case v.transfer != nil && v.transfer.Lease == 0:
+			f.deleteUnleased(e.lay.transfer, v.transfer, "a hand-over key")
+			v = nil
+			continue
+		case v.transfer != nil:
+			// A hand-over to another candidate is pending: only its
+			// target may lead. Wait for the key to go (claimed, lapsed,
+			// or with the target's lease), unless its target is gone.
+			if f.dropStaleTransfer(v.transfer) {
+				v = nil
+				continue
+			}
+			f.watch(after(e.lay.transfer), v.rev+1)
 		default:
 			claim = true
 			continue
@@ -311,6 +344,9 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 		if err != nil {
 			e.oust(c, err)
 			return 0, time.Time{}, false
+		}
+		if f.touched {
+			f.touched, claim, handoff = false, false, true
 		}
 		v, f.from = nil, after(c.key)
 	}
@@ -359,7 +395,11 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 					if err := f.e.ownEvent(f.c, ev); err != nil {
 						return false, err
 					}
+					f.touched, changed = true, true // a hand-over to c, most likely
 					continue
+				}
+				if ev.Type == clientv3.EventTypePut && kv.CreateRevision != kv.ModRevision && kv.Lease != 0 {
+					continue // a key put again under its lease: the order is the same
 				}
 				changed = true
 				if ev.Type == clientv3.EventTypeDelete {
@@ -393,8 +433,9 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
+		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
 	}
-	if f.w != nil && f.w.end == after(e.lay.leader) {
+	if f.w != nil && (f.w.end == after(e.lay.leader) || f.w.end == after(e.lay.transfer)) {
 		// c watched up to the leader key: it heads the queue, or the key
 		// ahead did and has gone (a handover). Nothing is expected above,
 		// so one Compare over the rest of the queue checks it (a range
@@ -485,16 +526,22 @@ func (f *follower) nearOrLook(rev int64, rs []*pb.ResponseOp) (*view, int64, tim
 
 // deleteUnleasedLeader deletes a leader key without a lease: this package
 // never writes one, it never expires, and it would block the election for
-// good. The delete is guarded by the key's revision, so a key put again
-// meanwhile stays.
+// good.
 func (f *follower) deleteUnleasedLeader(kv *mvccpb.KeyValue) {
+	f.deleteUnleased(f.e.lay.leader, kv, "a leader key")
+}
+
+// deleteUnleased deletes key, read as kv, which has no lease (see
+// deleteUnleasedLeader). The delete is guarded by the key's revision, so
+// a key put again meanwhile stays.
+func (f *follower) deleteUnleased(key string, kv *mvccpb.KeyValue, what string) {
 	e := f.e
-	e.log.Warn("etcd election: deleting a leader key without a lease; this package never writes one", "key", string(kv.Key), "mod_revision", kv.ModRevision)
+	e.log.Warn("etcd election: deleting "+what+" without a lease; this package never writes one", "key", string(kv.Key), "mod_revision", kv.ModRevision)
 	_, err := e.cli.Txn(f.c.ctx).
-		If(clientv3.Compare(clientv3.ModRevision(e.lay.leader), "=", kv.ModRevision), clientv3.Compare(clientv3.LeaseValue(e.lay.leader), "=", 0)).
-		Then(clientv3.OpDelete(e.lay.leader)).Commit()
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision), clientv3.Compare(clientv3.LeaseValue(key), "=", 0)).
+		Then(clientv3.OpDelete(key)).Commit()
 	if err != nil {
-		f.failed("deleting a leader key without a lease", err)
+		f.failed("deleting "+what+" without a lease", err)
 	}
 }
 
@@ -570,9 +617,11 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 func (f *follower) guard(token int64) {
 	e, c := f.e, f.c
 	seen := token
+	p := newPreemption(e, c)
+	defer p.stop()
 	for c.ctx.Err() == nil {
 		if f.w == nil {
-			rev, ok := f.rewatch(token)
+			rev, ok := f.rewatch(token, p)
 			if !ok {
 				return
 			}
@@ -581,6 +630,10 @@ func (f *follower) guard(token int64) {
 		select {
 		case <-c.ctx.Done():
 			return
+		case <-p.fire():
+			if p.preempt(token) {
+				return
+			}
 		case wr, ok := <-f.w.ch:
 			if !ok || wr.Err() != nil || wr.Canceled {
 				c.watched.Store(false)
@@ -607,6 +660,8 @@ func (f *follower) guard(token int64) {
 					err = e.ownEvent(c, ev)
 				case e.lay.leader:
 					err = e.leaderEvent(c, token, ev)
+				default:
+					p.event(ev)
 				}
 				if err != nil {
 					e.oust(c, err)
@@ -621,7 +676,7 @@ func (f *follower) guard(token int64) {
 // and checks c's keys under it: every change after that read reaches the
 // watch, and a change before it fails the check. It returns the read's
 // revision, or false if the candidacy ended.
-func (f *follower) rewatch(token int64) (int64, bool) {
+func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 	e, c := f.e, f.c
 	for c.ctx.Err() == nil {
 		f.closeWatch()
@@ -636,7 +691,12 @@ func (f *follower) rewatch(token int64) (int64, bool) {
 			continue
 		}
 		f.w.created = true
-		resp, err := e.cli.Txn(c.ctx).Then(clientv3.OpGet(c.key), clientv3.OpGet(e.lay.leader)).Commit()
+		ops := []clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(e.lay.leader)}
+		if p.on() {
+			// The candidates above c, of higher priority (preemption).
+			ops = append(ops, clientv3.OpGet(after(c.key), clientv3.WithRange(e.lay.queueEnd), clientv3.WithKeysOnly()))
+		}
+		resp, err := e.cli.Txn(c.ctx).Then(ops...).Commit()
 		if err != nil {
 			if f.failed("checking the leader key", err) {
 				return 0, false
@@ -659,6 +719,9 @@ func (f *follower) rewatch(token int64) (int64, bool) {
 		if err != nil {
 			e.oust(c, err)
 			return 0, false
+		}
+		if p.on() {
+			p.reset(resp.Responses[2].GetResponseRange().GetKvs())
 		}
 		c.watched.Store(true)
 		return resp.Header.Revision, true

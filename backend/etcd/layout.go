@@ -22,6 +22,7 @@ import (
 // bound to a candidate's session lease:
 //
 //	N/_l                                          {"v":1,"id":"sched-1","priority":0,"value":"…","key":"N/_c/…"}
+//	N/_t                                          N/_c/… (a pending hand-over: the queue key of its target)
 //	N/_c/<priority><arrival>-<lease>-<nonce>      {"v":1,"id":"sched-1","priority":0,"value":"…"}
 //
 // N/_l is the leader key. It is created only if absent, by the candidate
@@ -29,6 +30,16 @@ import (
 // candidate's queue key exists under its lease and that nothing is queued
 // above it; its create revision is the token. Leadership is exactly that
 // key: Leader and Observe read it alone.
+//
+// N/_t exists only while a hand-over (Transfer, preemption) is pending: the
+// leader deletes N/_l and its queue key and puts N/_t, naming the target's
+// queue key, under the target's lease, in one transaction that also
+// touches the target's queue key (a put that keeps its value and lease) so
+// that the target's watch wakes it. Only the target may create N/_l while
+// N/_t exists; it deletes N/_t in the same transaction. N/_t goes with the
+// target's lease, with its candidacy (its release deletes it), or when the
+// leader's Transfer gives up on it after one lease window; the head of the
+// queue deletes one whose target key is gone.
 //
 // N/_c/… is the queue. A queue key's name sorts so that the candidate
 // ahead sorts after: <priority> is the priority with its sign bit flipped
@@ -44,10 +55,12 @@ import (
 // Segments of election names that begin with "_" are reserved for these
 // keys (New refuses them), so that no election's keys fall into another's.
 
-// leaderName, queueDir: the suffixes of the leader key and the queue.
+// leaderName, transferName, queueDir: the suffixes of the leader key, the
+// hand-over key and the queue.
 const (
-	leaderName = "_l"
-	queueDir   = "_c/"
+	leaderName   = "_l"
+	transferName = "_t"
+	queueDir     = "_c/"
 )
 
 // queueKeyLen is the length of a queue key's name after the queue's
@@ -58,13 +71,14 @@ const queueKeyLen = 32 + 1 + 16 + 1 + 8
 type layout struct {
 	prefix   string // N + "/"
 	leader   string // N/_l
+	transfer string // N/_t
 	queue    string // N/_c/
 	queueEnd string // the end of the queue's range: N/_c0
 }
 
 func newLayout(name string) layout {
 	p := name + "/"
-	return layout{prefix: p, leader: p + leaderName, queue: p + queueDir, queueEnd: p + queueDir[:len(queueDir)-1] + "0"}
+	return layout{prefix: p, leader: p + leaderName, transfer: p + transferName, queue: p + queueDir, queueEnd: p + queueDir[:len(queueDir)-1] + "0"}
 }
 
 // queueKey names a candidacy's queue key.
@@ -86,6 +100,19 @@ func (l layout) queueLease(key string) (int64, error) {
 	}
 	id, _ := strconv.ParseUint(s[33:49], 16, 64)
 	return int64(id), nil
+}
+
+// queuePriority returns the priority a queue key's name carries.
+func (l layout) queuePriority(key string) (int64, bool) {
+	s, ok := strings.CutPrefix(key, l.queue)
+	if !ok || len(s) < 16 {
+		return 0, false
+	}
+	u, err := strconv.ParseUint(s[:16], 16, 64)
+	if err != nil {
+		return 0, false
+	}
+	return int64(u ^ (1 << 63)), true
 }
 
 // after returns the first key after key.
