@@ -57,7 +57,7 @@ type view struct {
 	above []*mvccpb.KeyValue // up to two keys just above where the read began (keys only)
 	// last: above came from the last window, up to the queue's end, so
 	// one key alone there heads the queue.
-	last   bool
+	last     bool
 	leader   *mvccpb.KeyValue // the leader key, or nil
 	old      *mvccpb.KeyValue // a leased key of the previous layout, or nil
 	transfer *mvccpb.KeyValue // a pending hand-over's key, or nil
