@@ -3,9 +3,11 @@ package inmem
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/classic"
@@ -37,6 +39,7 @@ type Cluster struct {
 	nextNum int
 	gen     *generation // the nodes built last; nil before the first admission
 	group   map[int]int // the partition, by member number
+	handoff *handoff    // a transfer or preemption under way, nil if none
 
 	wakeCh   chan struct{}
 	stopCtrl chan struct{}
@@ -178,18 +181,28 @@ func (c *Cluster) wakeController() {
 	}
 }
 
-// control admits waiting candidates whenever the election is idle.
+// control admits waiting candidates whenever the election is idle, and
+// keeps the clock of preemptions and hand-overs (see handover.go).
 func (c *Cluster) control() {
 	defer close(c.ctrlDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
 		case <-c.stopCtrl:
 			return
 		case <-c.wakeCh:
+		case <-timer.C:
 		}
 		c.ops.Lock()
 		c.admit()
+		next := c.watchHandovers()
 		c.ops.Unlock()
+		timer.Stop()
+		if !next.IsZero() {
+			timer.Reset(time.Until(next))
+		}
 	}
 }
 
@@ -204,13 +217,16 @@ func (c *Cluster) control() {
 // before any message goes out), and the algorithm elects the best of them.
 // When that one's Term ends, the algorithm elects the next best of the
 // batch, and so on. So a better candidate never preempts a valid leader: it
-// waits for its batch. Called with c.ops held.
+// waits for its batch, unless the leader hands over to it (a transfer, or a
+// preemption: see handover.go): then the next batch is that candidate
+// alone. Called with c.ops held.
 func (c *Cluster) admit() {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
+	h := c.handoffLocked()
 	var batch []*Elector
 	for _, e := range c.members {
 		if e.term != nil {
@@ -224,11 +240,17 @@ func (c *Cluster) admit() {
 			c.mu.Unlock()
 			return // an earlier batch is still campaigning
 		}
-		batch = append(batch, e)
+		if h == nil || h.target == e {
+			batch = append(batch, e)
+		}
 	}
 	if len(batch) == 0 {
 		c.mu.Unlock()
 		return
+	}
+	var boost *Elector
+	if h != nil {
+		boost = h.target
 	}
 	cands := make([]*candidacy, len(batch))
 	for i, e := range batch {
@@ -236,7 +258,7 @@ func (c *Cluster) admit() {
 		cands[i] = e.cand
 	}
 	c.mu.Unlock()
-	if err := c.rebuild(); err != nil {
+	if err := c.rebuild(boost); err != nil {
 		c.mu.Lock()
 		for i, e := range batch {
 			if e.cand == cands[i] {
@@ -268,7 +290,15 @@ func (c *Cluster) admit() {
 // higher; the ring's order is the join order. The new generation's epochs
 // count on from the highest epoch of the last. Called with c.ops held, when
 // the election is idle.
-func (c *Cluster) rebuild() error {
+//
+// boost, if not nil, is the target of a hand-over, the only candidate of
+// the batch: it ranks above every member in this build (its election
+// attribute is the highest there is) and its node stands from the start
+// instead of turning eligible, so that every algorithm elects it at once
+// (a bully node that turns eligible waits out an OK timeout, which a node
+// that knows it ranks highest does not). Its Leader still shows its own
+// Priority; the next build ranks everyone as usual.
+func (c *Cluster) rebuild(boost *Elector) error {
 	c.mu.Lock()
 	var old []*runner
 	for _, e := range c.members {
@@ -293,6 +323,12 @@ func (c *Cluster) rebuild() error {
 	for i, e := range g.members {
 		id := classic.ID(n - i)
 		ms[i] = classic.Member{ID: id, Attr: e.o.Priority}
+		if boost != nil {
+			ms[i].Attr = min(ms[i].Attr, math.MaxInt64-1)
+			if e == boost {
+				ms[i].Attr = math.MaxInt64
+			}
+		}
 		g.byID[id] = e
 		g.id[e] = id
 	}
@@ -305,8 +341,11 @@ func (c *Cluster) rebuild() error {
 			err = fmt.Errorf("inmem: building the %v node of %s: %w", c.alg, e.o.ID, err)
 			break
 		}
-		// Nodes stand for election only while their member campaigns.
-		nodes[i].SetEligible(false)
+		// Nodes stand for election only while their member campaigns (a
+		// hand-over's target stands from the start: see above).
+		if e != boost {
+			nodes[i].SetEligible(false)
+		}
 	}
 	if err == nil {
 		c.gen = g

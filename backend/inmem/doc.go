@@ -50,9 +50,10 @@
 // same batch, through its own step-down and failure detection; candidates
 // that campaigned meanwhile form the next batch. So a better candidate that
 // campaigns while another leads does not preempt it: it waits for its
-// batch. Within a batch, and across crashes and partitions, the algorithm
-// alone decides. A member that joins between batches takes part from the
-// next one, and meanwhile learns the leader from the leader's renewals.
+// batch (unless the leader was made WithPreemption, below). Within a batch,
+// and across crashes and partitions, the algorithm alone decides. A member
+// that joins between batches takes part from the next one, and meanwhile
+// learns the leader from the leader's renewals.
 //
 // Campaign returns when the member's node names itself leader and the
 // leadership is confirmed: the leader probes every other member, and a
@@ -62,6 +63,63 @@
 // not yet in the algorithm) and every peer has answered or had TimeoutTicks
 // to. So when Campaign returns, every member that can hear the leader
 // already shows it.
+//
+// # Priority, preemption and transfer
+//
+// Priority is the election attribute, and the batches above decide who
+// leads next: the remaining candidates of the current batch, best
+// (Priority, earlier Join) first, and then the candidates at the gate, in
+// the same order. A member's Elector is an election.Lister: Candidates
+// lists the waiting candidates in exactly that order (a better candidate
+// that campaigned during a batch is listed after the rest of that batch,
+// which leads before it). It is the gate's view, the same on every member,
+// partitions or not. Ties go to the earlier Join, not to the earlier
+// Campaign.
+//
+// Preemption and transfer are hand-overs, and they are the gate's doing,
+// the same on every algorithm. The leader's Term ends first (with
+// election.ErrPreempted or election.ErrTransferred) and the leader leaves
+// the election, as after Resign; the other candidates of its batch go back
+// to the gate, keeping their place; then the gate admits the hand-over's
+// target alone, in a build of the nodes where it ranks first (its
+// attribute is the highest there is; Leader still shows its Priority) and
+// its node stands from the start, so the algorithm elects it without
+// waiting for any timeout (not even the bully's OK timeout, which a node
+// that turns eligible waits out). After the target's Term the batches go on as
+// before. The old Term is over before the target can be admitted, so P3
+// holds as for Resign, and the target's token is higher (a new build
+// counts on from the epochs of the last).
+//
+//   - Preemption: when a leader made election.WithPreemption(hold) leads
+//     and the best waiting candidate (by Priority, then Join) has a
+//     strictly higher Priority and has waited hold since its Campaign
+//     began (a withdrawn Campaign starts the wait anew), the gate hands
+//     the leadership to that candidate. The gate watches the clock, not
+//     the leader: a leader cut off from the candidate steps down all the
+//     same.
+//   - Transfer (the Elector is an election.Transferer; call
+//     election.Transfer): to the named waiting candidate, or to the first
+//     of Candidates. Transfer returns once the target's Campaign has its
+//     Term. It fails with election.ErrTransferFailed if the target leaves
+//     first (Resign, Close, Crash, the end of its Campaign's ctx), or if
+//     it has not led within the old Term's lease window (or ctx ends, or
+//     the member is closed): the hand-over lapses, the target goes back to
+//     the gate in its place, and the next batch forms as usual.
+//
+// Every algorithm supports both, Zab included (its target needs the ACKs
+// of a majority, as any Zab leader). The algorithms' own ways to let a
+// better node take over (the bully's bullying; a ring, LCR, HS or tree
+// node that turns eligible and outranks the leader starts a new election;
+// a Zab server drops a leader it outranks) know no hold-off and act
+// whatever the leader's option, which is why the gate keeps a candidate out
+// of the algorithm until its batch or its hand-over.
+//
+// A hand-over lapses when a live member is cut off from the target by a
+// partition: the target's Term is handed out only once every peer has
+// answered its confirmation or had TimeoutTicks to, and TimeoutTicks is
+// longer than the lease window. The target then leads from the next batch
+// if it is the best waiting candidate, as the algorithm's partition
+// handling allows (TestPreemptionAcrossPartition).
 //
 // # Tokens
 //
@@ -94,7 +152,8 @@
 //   - with ErrLeaseExpired when no round succeeded for its window: the
 //     leader is cut off long enough that it may have been replaced;
 //   - with ErrPreempted when its node names another leader or epoch, or a
-//     peer's names a newer one;
+//     peer's names a newer one, or when a better candidate preempts it
+//     (WithPreemption, above); with ErrTransferred on Transfer;
 //   - with ErrResigned on Resign, ErrClosed on Close, ErrUnhealthy when the
 //     before-renewal hook fails, and ErrSessionLost when a crashed leader
 //     recovers before its Term lapsed.
@@ -133,11 +192,13 @@
 //     from every peer steps down, when its lease lapses.
 //   - P4 no phantom leadership: holds: see Campaign above.
 //   - P5 no lost or overlapping callbacks: holds (election.Run).
-//   - P6 bounded failover: after Resign, a ring elects the next candidate
-//     within one lap of messages; a bully at once when the next candidate
-//     outranks every member not standing, and otherwise after TimeoutTicks
-//     (a member that does not stand does not answer an Election, and the
-//     bully cannot tell silence from death). After a crash: the lease TTL,
+//   - P6 bounded failover: after Transfer or a preemption, the target
+//     leads as soon as the algorithm's messages have gone round, without
+//     any timeout, on every algorithm. After Resign, a ring elects the
+//     next candidate within one lap of messages; a bully at once when the
+//     next candidate outranks every member not standing, and otherwise
+//     after TimeoutTicks (a member that does not stand does not answer an
+//     Election, and the bully cannot tell silence from death). After a crash: the lease TTL,
 //     then the algorithm's election (a ring skips each dead successor after
 //     TimeoutTicks).
 //   - P7 renewal never fails silently: holds: every round's outcome reaches

@@ -9,12 +9,15 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/classic"
+	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/skeleton"
 	"github.com/electkit/election/internal/watch"
 )
 
 // Elector is one member of a Cluster: an election.Elector whose leadership
-// comes from the cluster's algorithm. Make one with Cluster.Join.
+// comes from the cluster's algorithm. Make one with Cluster.Join. It is
+// also an election.Lister and an election.Transferer (see "Priority,
+// preemption and transfer" in the package doc).
 type Elector struct {
 	c       *Cluster
 	num     int // member number: join order, never reused
@@ -48,12 +51,25 @@ const (
 // Term ends or it is withdrawn.
 type candidacy struct {
 	state candState
+	since time.Time     // when the Campaign began: how long it has waited (preemption's hold-off)
 	done  chan struct{} // closed when it leads (term) or failed (err)
 	term  *termState
 	err   error
 }
 
-func newCandidacy() *candidacy { return &candidacy{state: pending, done: make(chan struct{})} }
+func newCandidacy() *candidacy {
+	return &candidacy{state: pending, since: clock.Now(), done: make(chan struct{})}
+}
+
+// resolved reports whether cd's Campaign has its outcome (it led or failed).
+func (cd *candidacy) resolved() bool {
+	select {
+	case <-cd.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // resolveLocked settles what Campaign returns, once. Called with c.mu held.
 func (cd *candidacy) resolveLocked(ts *termState, err error) {
@@ -149,14 +165,15 @@ func (e *Elector) withdraw(cd *candidacy) {
 	c.wakeController()
 }
 
-// stepDown ends ts (if any) with cause and makes the member's node stop
-// standing for election. Called with c.ops held, e.cand already cleared.
+// stepDown ends ts (if any) with cause, tells the peers, and makes the
+// member's node stop standing for election. Called with c.ops held, e.cand
+// already cleared.
 func (e *Elector) stepDown(r *runner, ts *termState, cause error) {
 	if ts != nil {
 		ts.lc.End(cause)
 	}
 	if r != nil {
-		r.call(func() { r.stepDown(ts, cause) })
+		r.call(func() { r.stepDown(ts, true) })
 	}
 }
 
@@ -171,10 +188,18 @@ func (e *Elector) stepDown(r *runner, ts *termState, cause error) {
 func (e *Elector) Resign(context.Context) error {
 	c := e.c
 	c.ops.Lock()
+	err := e.resign()
+	c.ops.Unlock()
+	c.wakeController()
+	return err
+}
+
+// resign is Resign with c.ops held.
+func (e *Elector) resign() error {
+	c := e.c
 	c.mu.Lock()
 	if e.closed {
 		c.mu.Unlock()
-		c.ops.Unlock()
 		return election.ErrClosed
 	}
 	cd := e.cand
@@ -187,8 +212,6 @@ func (e *Elector) Resign(context.Context) error {
 	if cd != nil {
 		e.stepDown(r, cd.term, election.ErrResigned)
 	}
-	c.ops.Unlock()
-	c.wakeController()
 	return nil
 }
 
@@ -320,8 +343,12 @@ func (e *Elector) termEnded(ts *termState) {
 	r := e.runner
 	c.mu.Unlock()
 	cause := context.Cause(ts.term.Context())
-	if r != nil && !errors.Is(cause, election.ErrResigned) && !errors.Is(cause, election.ErrClosed) {
-		r.post(func() { r.stepDown(ts, cause) })
+	if r != nil && !errors.Is(cause, election.ErrResigned) && !errors.Is(cause, election.ErrClosed) &&
+		!errors.Is(cause, election.ErrTransferred) {
+		// Preempted by the algorithm: the peers know better than we do.
+		// Preempted by the gate (handOver): it told them already.
+		tell := !errors.Is(cause, election.ErrPreempted)
+		r.post(func() { r.stepDown(ts, tell) })
 	}
 	c.wakeController()
 }

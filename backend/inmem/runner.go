@@ -441,6 +441,7 @@ func (r *runner) maybeIssue() {
 	cd.resolveLocked(ts, nil)
 	e.wg.Add(1)
 	go e.leaseLoop(ts)
+	c.wakeController() // a leader made WithPreemption: the controller watches its challengers
 }
 
 // renew starts a renewal round of ts, if it is still this runner's.
@@ -452,13 +453,13 @@ func (r *runner) renew(ts *termState) {
 
 // stepDown ends the member's part in a leadership or candidacy that ended
 // (ts may be nil: a candidacy withdrawn before it led): peers stop showing
-// it at once (unless it was preempted: they know better), and the node
-// stops standing for election unless its member campaigns again, so that
-// "an election follows at once".
-func (r *runner) stepDown(ts *termState, cause error) {
+// it at once if tell (not when the algorithm preempted it: they know
+// better), and the node stops standing for election unless its member
+// campaigns again, so that "an election follows at once".
+func (r *runner) stepDown(ts *termState, tell bool) {
 	if l := r.lead; l != nil && ts != nil && l.term == ts && !l.over {
 		l.over = true
-		if !errors.Is(cause, election.ErrPreempted) {
+		if tell {
 			rel := &release{epoch: l.epoch}
 			for _, p := range r.c.peers(r.e.num) {
 				r.c.net.send(packet{from: r.e.num, to: p, release: rel})
