@@ -101,3 +101,40 @@ func Candidates(ctx context.Context, e Elector) ([]Leader, error) {
 	}
 	return l.Candidates(ctx)
 }
+
+// TransferRequester is the optional interface of an Elector that can ask
+// the election's current leader, in whatever process it runs, to transfer
+// its leadership — what an operator draining the leader's node does from
+// another machine. See RequestTransfer.
+type TransferRequester interface {
+	RequestTransfer(ctx context.Context, to string) (Leader, error)
+}
+
+// RequestTransfer asks the current leader of e's election to transfer its
+// leadership to the waiting candidate whose ID is to (the best waiting one
+// when to is ""), through the store: e need not campaign, and the leader
+// may run in another process. The leader's Elector honours the request as
+// Transfer with KeepLeading does. RequestTransfer returns the new leader
+// once it leads; an error wrapping ErrNoLeader when nobody leads; one
+// wrapping ErrNoCandidate when the leader found no such waiting candidate
+// (it keeps leading); one wrapping ErrTransferFailed when the leadership
+// did not move to the target within two lease windows (say, the leader
+// runs a version without transfers, or the target did not take over); or
+// ctx's error. An Elector that cannot returns an error wrapping
+// errors.ErrUnsupported.
+func RequestTransfer(ctx context.Context, e Elector, to string) (Leader, error) {
+	if to != "" {
+		if err := ValidateID(to); err != nil {
+			var oe *OptionError
+			if errors.As(err, &oe) {
+				oe.Field = "Transfer target"
+			}
+			return Leader{}, err
+		}
+	}
+	r, ok := e.(TransferRequester)
+	if !ok {
+		return Leader{}, fmt.Errorf("election: %T cannot request a transfer: %w", e, errors.ErrUnsupported)
+	}
+	return r.RequestTransfer(ctx, to)
+}

@@ -579,7 +579,7 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	e.mu.Lock()
 	c.token = token // from now on release deletes the leader key by its create revision
 	e.mu.Unlock()
-	f.watch(after(e.lay.leader), token+1)
+	f.watch(after(e.lay.request), token+1) // the leader key and transfer requests
 	c.watched.Store(f.w.created)
 	leader := c.leader
 	leader.Token = uint64(token)
@@ -660,6 +660,10 @@ func (f *follower) guard(token int64) {
 					err = e.ownEvent(c, ev)
 				case e.lay.leader:
 					err = e.leaderEvent(c, token, ev)
+				case e.lay.request:
+					if f.request(ev, token) {
+						return // handed over
+					}
 				default:
 					p.event(ev)
 				}
@@ -681,8 +685,8 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 	for c.ctx.Err() == nil {
 		f.closeWatch()
 		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(c.ctx))
-		f.w = &rangeWatch{end: after(e.lay.leader), cancel: cancel,
-			ch: e.cli.Watch(ctx, c.key, clientv3.WithRange(after(e.lay.leader)), clientv3.WithCreatedNotify())}
+		f.w = &rangeWatch{end: after(e.lay.request), cancel: cancel,
+			ch: e.cli.Watch(ctx, c.key, clientv3.WithRange(after(e.lay.request)), clientv3.WithCreatedNotify())}
 		wr, ok := <-f.w.ch
 		if !ok || wr.Err() != nil || wr.Canceled || !wr.Created {
 			if f.failed("watching the leader key", orClosed(wr.Err())) {

@@ -22,6 +22,7 @@ import (
 // bound to a candidate's session lease:
 //
 //	N/_l                                          {"v":1,"id":"sched-1","priority":0,"value":"…","key":"N/_c/…"}
+//	N/_r                                          {"v":1,"to":"sched-2","token":1234,"by":"ops-1"} (a transfer request)
 //	N/_t                                          N/_c/… (a pending hand-over: the queue key of its target)
 //	N/_c/<priority><arrival>-<lease>-<nonce>      {"v":1,"id":"sched-1","priority":0,"value":"…"}
 //
@@ -41,6 +42,12 @@ import (
 // leader's Transfer gives up on it after one lease window; the head of the
 // queue deletes one whose target key is gone.
 //
+// N/_r is a request to the leader at the token it names to transfer
+// (RequestTransfer), put by any client; the leader's watch covers it (its
+// range runs from its queue key to N/_r), and it answers a request it
+// cannot honour by putting the reason into the key. Requests to an
+// earlier token are ignored.
+//
 // N/_c/… is the queue. A queue key's name sorts so that the candidate
 // ahead sorts after: <priority> is the priority with its sign bit flipped
 // (16 hex digits: higher priority, larger), <arrival> the bitwise
@@ -55,10 +62,11 @@ import (
 // Segments of election names that begin with "_" are reserved for these
 // keys (New refuses them), so that no election's keys fall into another's.
 
-// leaderName, transferName, queueDir: the suffixes of the leader key, the
-// hand-over key and the queue.
+// leaderName, requestName, transferName, queueDir: the suffixes of the
+// leader key, the transfer request key, the hand-over key and the queue.
 const (
 	leaderName   = "_l"
+	requestName  = "_r"
 	transferName = "_t"
 	queueDir     = "_c/"
 )
@@ -71,6 +79,7 @@ const queueKeyLen = 32 + 1 + 16 + 1 + 8
 type layout struct {
 	prefix   string // N + "/"
 	leader   string // N/_l
+	request  string // N/_r
 	transfer string // N/_t
 	queue    string // N/_c/
 	queueEnd string // the end of the queue's range: N/_c0
@@ -78,7 +87,7 @@ type layout struct {
 
 func newLayout(name string) layout {
 	p := name + "/"
-	return layout{prefix: p, leader: p + leaderName, transfer: p + transferName, queue: p + queueDir, queueEnd: p + queueDir[:len(queueDir)-1] + "0"}
+	return layout{prefix: p, leader: p + leaderName, request: p + requestName, transfer: p + transferName, queue: p + queueDir, queueEnd: p + queueDir[:len(queueDir)-1] + "0"}
 }
 
 // queueKey names a candidacy's queue key.

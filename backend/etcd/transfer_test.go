@@ -158,3 +158,55 @@ func byID(es []*etcd.Elector, id string) *etcd.Elector {
 	}
 	return nil
 }
+
+// TestRequestTransfer: an Elector that does not campaign (an operator's
+// tool) asks the leader, through the store, to transfer: to a named
+// candidate, to the best one, to one that is not waiting (the leader
+// answers ErrNoCandidate and keeps leading), and with no leader at all.
+func TestRequestTransfer(t *testing.T) {
+	eps := startEtcd(t)
+	cli, ops := newClient(t, eps), newClient(t, eps)
+	const name = "/transfer/request"
+	op := newElector(t, ops, name, "ops")
+	if _, err := election.RequestTransfer(ctxT(t), op, "b"); !errors.Is(err, election.ErrNoLeader) {
+		t.Errorf("RequestTransfer with no leader = %v, want ErrNoLeader", err)
+	}
+	a := newElector(t, cli, name, "a")
+	ta := await(t, campaignAsync(ctxT(t), a))
+	if ta.err != nil {
+		t.Fatal(ta.err)
+	}
+	b, c := newElector(t, cli, name, "b"), newElector(t, cli, name, "c", election.WithPriority(3))
+	rb, rc := campaignAsync(ctxT(t), b), campaignAsync(ctxT(t), c)
+	waitQueue(t, cli, name, 3)
+
+	ld, err := election.RequestTransfer(ctxT(t), op, "b")
+	if err != nil || ld.ID != "b" {
+		t.Fatalf("RequestTransfer to b = %v, %v", ld, err)
+	}
+	if !errors.Is(ta.t.Err(), election.ErrTransferred) {
+		t.Errorf("the old Term ended with %v, want ErrTransferred", ta.t.Err())
+	}
+	tb := await(t, rb)
+	if tb.err != nil || tb.t.Token() != ld.Token {
+		t.Fatalf("b: %v, %v; RequestTransfer reported %v", tb.t, tb.err, ld)
+	}
+
+	if _, err := election.RequestTransfer(ctxT(t), op, "nobody"); !errors.Is(err, election.ErrNoCandidate) {
+		t.Errorf("RequestTransfer to a candidate that is not waiting = %v, want ErrNoCandidate", err)
+	}
+	if err := tb.t.Err(); err != nil {
+		t.Errorf("the leader stopped leading after a refused request: %v", err)
+	}
+
+	ld, err = election.RequestTransfer(ctxT(t), op, "")
+	if err != nil || ld.ID != "c" {
+		t.Fatalf("RequestTransfer to the best = %v, %v; want c", ld, err)
+	}
+	if r := await(t, rc); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if ks := keys(t, cli, name+"/_r"); len(ks) != 0 {
+		t.Errorf("request key left: %q", ks)
+	}
+}

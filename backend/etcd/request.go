@@ -1,0 +1,184 @@
+package etcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+)
+
+var _ election.TransferRequester = (*Elector)(nil)
+
+// transferRequest is the value of the request key N/_r.
+type transferRequest struct {
+	V     int    `json:"v"`
+	To    string `json:"to"`              // the target's ID, "" for the best waiting candidate
+	Token int64  `json:"token"`           // the leadership asked to transfer
+	By    string `json:"by"`              // the requester's ID
+	Error string `json:"error,omitempty"` // the leader's answer when it cannot transfer
+	// NoCandidate: Error says that the target is not waiting.
+	NoCandidate bool `json:"no_candidate,omitempty"`
+}
+
+func decodeRequest(b []byte) (transferRequest, error) {
+	var r transferRequest
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, err
+	}
+	if r.V != 1 {
+		return r, fmt.Errorf("request version %d, want 1", r.V)
+	}
+	return r, nil
+}
+
+// RequestTransfer implements election.TransferRequester: it puts the
+// request key, naming the leader's token (only while that token still
+// leads), and watches the leader key and the request key until the target
+// leads, the leader answers that it cannot, or two lease windows pass.
+// The request key is deleted before it returns.
+func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Leader, error) {
+	if err := ctx.Err(); err != nil {
+		return election.Leader{}, err
+	}
+	if e.isClosed() {
+		return election.Leader{}, election.ErrClosed
+	}
+	resp, err := e.cli.Get(ctx, e.lay.leader)
+	if err != nil {
+		return election.Leader{}, e.storeErr(ctx, "reading the leader", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return election.Leader{}, fmt.Errorf("%w: no transfer to request in %s", election.ErrNoLeader, e.name)
+	}
+	cur, _, err := e.lay.decodeLeader(resp.Kvs[0], 0)
+	if err != nil {
+		return election.Leader{}, malformed(resp.Kvs[0], err)
+	}
+	token := resp.Kvs[0].CreateRevision
+	if cur.ID == to {
+		return cur, nil // it leads already
+	}
+	b, _ := json.Marshal(transferRequest{V: 1, To: to, Token: token, By: e.o.ID}) // plain fields
+	put, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token)).
+		Then(clientv3.OpPut(e.lay.request, string(b))).Commit()
+	if err != nil {
+		return election.Leader{}, e.storeErr(ctx, "putting a transfer request", err)
+	}
+	if !put.Succeeded {
+		return election.Leader{}, fmt.Errorf("%w: %s stopped leading as the transfer was requested; nothing was asked of the next leader", election.ErrTransferFailed, cur)
+	}
+	mine := put.Header.Revision
+	last := mine // the request key's revision as last seen: this request, or the leader's answer
+	defer func() {
+		// The request goes, unless another one replaced it.
+		dctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+		defer cancel()
+		e.cli.Txn(dctx).If(clientv3.Compare(clientv3.ModRevision(e.lay.request), "=", last)).
+			Then(clientv3.OpDelete(e.lay.request)).Commit() //nolint:errcheck // a stale request is ignored by every leader but the one it names
+	}()
+	bound := 2 * e.o.Window()
+	wctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	stop := context.AfterFunc(e.bg, cancel)
+	defer stop()
+	ch := e.cli.Watch(clientv3.WithRequireLeader(wctx), e.lay.leader, clientv3.WithRange(after(e.lay.request)), clientv3.WithRev(mine+1))
+	for wr := range ch {
+		if wr.Err() != nil || wr.Canceled {
+			break
+		}
+		for _, ev := range wr.Events {
+			kv := ev.Kv
+			switch {
+			case string(kv.Key) == e.lay.leader && ev.Type == clientv3.EventTypePut && kv.CreateRevision != token:
+				ld, _, err := e.lay.decodeLeader(kv, 0)
+				if err != nil {
+					return election.Leader{}, fmt.Errorf("%w: the leader key was replaced by one that is not a leader's: %w", election.ErrTransferFailed, malformed(kv, err))
+				}
+				if to != "" && ld.ID != to {
+					return ld, fmt.Errorf("%w: %s leads now, not %s", election.ErrTransferFailed, ld, to)
+				}
+				e.saw(ld.Token)
+				return ld, nil
+			case string(kv.Key) == e.lay.request && ev.Type == clientv3.EventTypeDelete:
+				return election.Leader{}, fmt.Errorf("%w: the request was deleted by another client before %s answered", election.ErrTransferFailed, cur)
+			case string(kv.Key) == e.lay.request:
+				r, err := decodeRequest(kv.Value)
+				if err == nil && r.Token == token {
+					last = kv.ModRevision
+				}
+				switch {
+				case err != nil || r.Token != token:
+					return election.Leader{}, fmt.Errorf("%w: another client replaced the request", election.ErrTransferFailed)
+				case r.Error != "" && r.NoCandidate:
+					return election.Leader{}, fmt.Errorf("%w: %s answered: %s", election.ErrNoCandidate, cur, r.Error)
+				case r.Error != "":
+					return election.Leader{}, fmt.Errorf("%w: %s answered: %s", election.ErrTransferFailed, cur, r.Error)
+				}
+			}
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return election.Leader{}, ctx.Err()
+	case e.bg.Err() != nil:
+		return election.Leader{}, election.ErrClosed
+	}
+	return election.Leader{}, fmt.Errorf("%w: %s did not hand over within %v (does it run a version that takes transfer requests?)", election.ErrTransferFailed, cur, bound)
+}
+
+// request handles an event of the request key while c leads at token: a
+// request naming token is honoured as Transfer with KeepLeading; one the
+// leader cannot honour is answered in the key. It reports whether the
+// leadership was handed over (the candidacy is over then).
+func (f *follower) request(ev *clientv3.Event, token int64) bool {
+	if ev.Type != clientv3.EventTypePut {
+		return false
+	}
+	r, err := decodeRequest(ev.Kv.Value)
+	if err != nil || r.Token != token || r.Error != "" {
+		return false
+	}
+	e, c := f.e, f.c
+	ctx, cancel := context.WithTimeout(e.bg, 2*e.o.Window())
+	defer cancel()
+	ws, err := e.readQueue(ctx)
+	if err != nil {
+		f.answer(ctx, ev.Kv, r, "reading the queue: "+err.Error(), false)
+		return false
+	}
+	i := slices.IndexFunc(ws, func(w waiter) bool { return string(w.kv.Key) != c.key && (r.To == "" || w.ld.ID == r.To) })
+	if i < 0 {
+		what := fmt.Sprintf("%q is not waiting", r.To)
+		if r.To == "" {
+			what = "no candidate is waiting"
+		}
+		f.answer(ctx, ev.Kv, r, what, true)
+		return false
+	}
+	w := ws[i]
+	e.log.Info("etcd election: transferring the leadership as requested", "token", token, "to", w.ld.ID, "by", r.By)
+	err = e.handOver(ctx, c, w.kv, w.ld.ID, fmt.Errorf("%w to %s, as %s requested", election.ErrTransferred, w.ld.ID, r.By))
+	if err != nil && !errors.Is(err, election.ErrClosed) {
+		e.log.Warn("etcd election: a requested transfer failed; the next leader comes from the normal order", "to", w.ld.ID, "err", err)
+	}
+	return true
+}
+
+// answer puts the leader's reason for not honouring request r into the
+// request key, if it still holds r.
+func (f *follower) answer(ctx context.Context, kv *mvccpb.KeyValue, r transferRequest, why string, noCandidate bool) {
+	r.Error, r.NoCandidate = why, noCandidate
+	b, _ := json.Marshal(r)
+	_, err := f.e.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(f.e.lay.request), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(f.e.lay.request, string(b))).Commit()
+	if err != nil {
+		f.e.log.Warn("etcd election: answering a transfer request failed", "err", err)
+	}
+}
