@@ -60,7 +60,8 @@ func (f Fallback) String() string {
 // candidate leaves the election, as after Resign: campaign again to queue
 // anew), and the target leads next, with a higher token, ahead of every
 // other candidate. Transfer returns nil once the target leads. If it has
-// not within one lease window of t's (or before ctx ends), the hand-over
+// not within a bound — one lease window of t's on the store backends;
+// see each backend's doc — or before ctx ends, the hand-over
 // lapses — it is withdrawn, or goes with the target's lease — and the next
 // leader comes from the normal order: Transfer returns an error wrapping
 // ErrTransferFailed (or ctx's error). A leadership handed on is not taken

@@ -102,9 +102,13 @@
 //     of Candidates. Transfer returns once the target's Campaign has its
 //     Term. It fails with election.ErrTransferFailed if the target leaves
 //     first (Resign, Close, Crash, the end of its Campaign's ctx), or if
-//     it has not led within the old Term's lease window (or ctx ends, or
-//     the member is closed): the hand-over lapses, the target goes back to
-//     the gate in its place, and the next batch forms as usual.
+//     it has not led within the old Term's lease window plus the failure
+//     detector's timeout (or ctx ends, or the member is closed): the
+//     hand-over lapses, the target goes back to the gate in its place, and
+//     the next batch forms as usual. The timeout is in the bound because a
+//     new leader's Term is handed out only once every member has answered
+//     its confirmation or been taken for dead: with a crashed member, a
+//     transfer takes about that timeout.
 //
 // Every algorithm supports both, Zab included (its target needs the ACKs
 // of a majority, as any Zab leader). The algorithms' own ways to let a
@@ -114,12 +118,12 @@
 // whatever the leader's option, which is why the gate keeps a candidate out
 // of the algorithm until its batch or its hand-over.
 //
-// A hand-over lapses when a live member is cut off from the target by a
-// partition: the target's Term is handed out only once every peer has
-// answered its confirmation or had TimeoutTicks to, and TimeoutTicks is
-// longer than the lease window. The target then leads from the next batch
-// if it is the best waiting candidate, as the algorithm's partition
-// handling allows (TestPreemptionAcrossPartition).
+// A hand-over may lapse when a live member is cut off from the target by
+// a partition: the target's Term is handed out only once every peer has
+// answered its confirmation, and a live member cut off keeps the
+// algorithm from settling. The target then leads from the next batch if
+// it is the best waiting candidate, as the algorithm's partition handling
+// allows (TestPreemptionAcrossPartition).
 //
 // # Tokens
 //

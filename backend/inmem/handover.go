@@ -214,6 +214,15 @@ func (h *handoff) outcome() error {
 	}
 }
 
+// transferBound is how long a hand-over's target has to lead: one lease
+// window of the old leader's, plus the failure detector's timeout — a new
+// leader's Term is handed out once every member has answered its
+// confirmation or been taken for dead, so a crashed member, which never
+// answers, costs that timeout.
+func (c *Cluster) transferBound(from *Elector) time.Duration {
+	return from.o.Window() + c.cfg.timing.FailureTimeout()
+}
+
 // handOverLocked starts a hand-over from from, which leads, to target,
 // which waits: it sends the other admitted candidates of the batch back
 // to the gate (their nodes stop standing), ends from's Term with cause and
@@ -221,7 +230,7 @@ func (h *handoff) outcome() error {
 // to the gate. Called with c.ops and c.mu held; it releases c.mu.
 func (c *Cluster) handOverLocked(from, target *Elector, cause error) *handoff {
 	h := &handoff{from: from, target: target, cd: target.cand,
-		deadline: clock.Now().Add(from.o.Window()), over: make(chan struct{})}
+		deadline: clock.Now().Add(c.transferBound(from)), over: make(chan struct{})}
 	c.handoff = h
 	var rs []*runner
 	for _, e := range c.members {
@@ -291,7 +300,7 @@ func (c *Cluster) watchHandovers() time.Time {
 		if now.Before(h.deadline) {
 			return h.deadline
 		}
-		c.lapse(h, fmt.Errorf("%w: %s did not lead within %v", election.ErrTransferFailed, h.target.o.ID, h.from.o.Window()))
+		c.lapse(h, fmt.Errorf("%w: %s did not lead within %v", election.ErrTransferFailed, h.target.o.ID, c.transferBound(h.from)))
 		return time.Time{} // lapse woke the controller: it looks again
 	}
 	var next time.Time

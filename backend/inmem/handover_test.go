@@ -198,8 +198,8 @@ func TestTransferLapses(t *testing.T) {
 		if !errors.Is(err, election.ErrTransferFailed) {
 			t.Fatalf("Transfer to a cut-off target = %v, want ErrTransferFailed", err)
 		}
-		if took, window := time.Since(start), es[0].o.Window(); took != window {
-			t.Errorf("the transfer lapsed after %v, want the lease window %v", took, window)
+		if took, bound := time.Since(start), es[0].o.Window()+c.Timing().FailureTimeout(); took != bound {
+			t.Errorf("the transfer lapsed after %v, want the lease window plus the failure timeout, %v", took, bound)
 		}
 		if !errors.Is(first.t.Err(), election.ErrTransferred) {
 			t.Errorf("the old Term: %v, want ErrTransferred", first.t.Err())

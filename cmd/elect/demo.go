@@ -47,7 +47,11 @@ candidate, event, detail):
      run out before another candidate can lead (the latency is from the
      crash to the new leader's OnElected);
   4. recovery, on backends that can restart a candidate: it comes back and
-     follows the new leader.
+     follows the new leader;
+  5. transfer: the leader hands its leadership to a candidate it names
+     (election.Transfer), which leads at once, ahead of the others;
+  6. preemption: a candidate of higher priority joins; the leader, made
+     WithPreemption, steps down for it after a hold-off of half the TTL.
 
 Then every candidate stops, and a summary lists each change of leader with
 its tokens and latency. Backends: ` + strings.Join(names, ", ") + `.`,

@@ -26,9 +26,9 @@ type demoBackend interface {
 	// Describe says in a few words how the election is run, for the
 	// story's header: "ring algorithm, lease TTL 2s, renewed every 100ms".
 	Describe() string
-	// Candidate returns a new candidate with the given ID. The story calls
-	// Close on every candidate it got, before Close.
-	Candidate(ctx context.Context, id string) (election.Elector, error)
+	// Candidate returns a new candidate with the given ID and options. The
+	// story calls Close on every candidate it got, before Close.
+	Candidate(ctx context.Context, id string, opts ...election.Option) (election.Elector, error)
 	// Crash makes e's process die as far as the election can tell, without
 	// resigning: its leadership must end by its lease, not by a message.
 	// e is a candidate this backend returned.
@@ -126,8 +126,8 @@ func (d *inmemDemo) Describe() string {
 	return fmt.Sprintf("%v algorithm, lease TTL %v, renewed every %v", d.c.Algorithm(), t.LeaseTTL, t.RenewInterval())
 }
 
-func (d *inmemDemo) Candidate(_ context.Context, id string) (election.Elector, error) {
-	return d.c.Join(election.WithID(id))
+func (d *inmemDemo) Candidate(_ context.Context, id string, opts ...election.Option) (election.Elector, error) {
+	return d.c.Join(append([]election.Option{election.WithID(id)}, opts...)...)
 }
 
 func (d *inmemDemo) member(e election.Elector) (*inmem.Elector, error) {

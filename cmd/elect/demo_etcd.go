@@ -49,14 +49,14 @@ func (d *etcdDemo) Describe() string {
 	return fmt.Sprintf("an embedded etcd at %s, lease TTL %v", d.srv.Endpoints()[0], d.ttl)
 }
 
-func (d *etcdDemo) Candidate(_ context.Context, id string) (election.Elector, error) {
+func (d *etcdDemo) Candidate(_ context.Context, id string, opts ...election.Option) (election.Elector, error) {
 	l := &etcdLink{}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: d.srv.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithContextDialer(l.dialGRPC)}})
 	if err != nil {
 		return nil, err
 	}
-	e, err := etcd.New(cli, "/elect/demo", election.WithID(id), election.WithTTL(d.ttl))
+	e, err := etcd.New(cli, "/elect/demo", append([]election.Option{election.WithID(id), election.WithTTL(d.ttl)}, opts...)...)
 	if err != nil {
 		cli.Close()
 		return nil, err

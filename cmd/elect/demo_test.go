@@ -63,10 +63,16 @@ func checkStory(t *testing.T, out string, recovery bool) {
 			elected = append(elected, l)
 		}
 	}
-	// Exactly three leaderships: the first, the handover's, the failover's;
-	// their tokens strictly increase.
-	if len(elected) != 3 {
-		t.Fatalf("%d elected lines, want 3:\n%s", len(elected), out)
+	// Exactly three leaderships: the first, the handover's, the failover's
+	// (and, on a backend that can transfer, the transfer's and the
+	// preemption's); their tokens strictly increase.
+	transfers := strings.Contains(out, "transfer: the leader hands its leadership")
+	want := 3
+	if transfers {
+		want = 5
+	}
+	if len(elected) != want {
+		t.Fatalf("%d elected lines, want %d:\n%s", len(elected), want, out)
 	}
 	for i := 1; i < len(elected); i++ {
 		if tokenOf(t, elected[i]) <= tokenOf(t, elected[i-1]) {
@@ -104,9 +110,23 @@ func checkStory(t *testing.T, out string, recovery bool) {
 			step{"recover", is(second.who, evRecover, "back up")},
 			step{"follows again", is("*", evLeader, third.who+" (token")})
 	}
+	last := third
+	if transfers {
+		fourth, fifth := elected[3], elected[4]
+		steps = append(steps,
+			step{"transfer", is(third.who, evTransfer, "Transfer to "+fourth.who)},
+			step{"transferred", is(third.who, evDemoted, "transferred (OnDemoted)")},
+			step{"fourth elected", is(fourth.who, evElected, "(OnElected)")},
+			step{"transfer handover", is(fourth.who, evHandover, third.who+" → "+fourth.who)},
+			step{"preempt", is(fifth.who, evPreempt, "priority 10")},
+			step{"preempted", is(fourth.who, evDemoted, "preempted (OnDemoted)")},
+			step{"fifth elected", is(fifth.who, evElected, "(OnElected)")},
+			step{"preemption handover", is(fifth.who, evHandover, fourth.who+" → "+fifth.who)})
+		last = fifth
+	}
 	steps = append(steps,
 		step{"shutdown", is("-", evShutdown, "the followers' Runs are canceled")},
-		step{"demoted at shutdown", is(third.who, evDemoted, "resigned")},
+		step{"demoted at shutdown", is(last.who, evDemoted, "resigned")},
 		step{"closed", is("-", evShutdown, "every Run returned")})
 	at := map[string]int{} // step name → line index
 	i := 0
@@ -167,6 +187,12 @@ func checkStory(t *testing.T, out string, recovery bool) {
 		regexp.MustCompile(`(?m)^  handover +` + first.who + ` → ` + second.who + ` +` + tok(first) + ` → ` + tok(second) + ` +\S+ +Resign to OnElected$`),
 		regexp.MustCompile(`(?m)^  failover +` + second.who + ` → ` + third.who + ` +` + tok(second) + ` → ` + tok(third) + ` +\S+ +crash to OnElected \(lease TTL 1s\)$`),
 	}
+	if transfers {
+		fourth, fifth := elected[3], elected[4]
+		rows = append(rows,
+			regexp.MustCompile(`(?m)^  transfer +`+third.who+` → `+fourth.who+` +`+tok(third)+` → `+tok(fourth)+` +\S+ +Transfer to OnElected$`),
+			regexp.MustCompile(`(?m)^  preemption +`+fourth.who+` → `+fifth.who+` +`+tok(fourth)+` → `+tok(fifth)+` +\S+ +joining to OnElected \(hold-off 500ms\)$`))
+	}
 	if recovery {
 		rows = append(rows, regexp.MustCompile(`(?m)^  recovery +`+second.who+` back, `+third.who+` leads on +`+tok(third)+` kept +\S+ +Recover until`))
 	} else if strings.Contains(summary, "recovery") {
@@ -214,8 +240,8 @@ type noRecoverBackend struct{ b demoBackend }
 
 func (n noRecoverBackend) Name() string     { return "norecover" }
 func (n noRecoverBackend) Describe() string { return n.b.Describe() }
-func (n noRecoverBackend) Candidate(ctx context.Context, id string) (election.Elector, error) {
-	return n.b.Candidate(ctx, id)
+func (n noRecoverBackend) Candidate(ctx context.Context, id string, opts ...election.Option) (election.Elector, error) {
+	return n.b.Candidate(ctx, id, opts...)
 }
 func (n noRecoverBackend) Crash(e election.Elector) error { return n.b.Crash(e) }
 func (n noRecoverBackend) Close() error                   { return n.b.Close() }

@@ -51,13 +51,13 @@ func (d *zkDemo) Describe() string {
 	return fmt.Sprintf("ZooKeeper at %s, election path %s, session timeout %v", strings.Join(d.servers, ","), d.path, d.ttl)
 }
 
-func (d *zkDemo) Candidate(ctx context.Context, id string) (election.Elector, error) {
+func (d *zkDemo) Candidate(ctx context.Context, id string, opts ...election.Option) (election.Elector, error) {
 	l := &zkLink{}
 	conn, err := l.connect(ctx, d.servers, d.ttl)
 	if err != nil {
 		return nil, err
 	}
-	e, err := zk.New(conn, d.path, election.WithID(id), election.WithTTL(d.ttl))
+	e, err := zk.New(conn, d.path, append([]election.Option{election.WithID(id), election.WithTTL(d.ttl)}, opts...)...)
 	if err != nil {
 		conn.Close()
 		return nil, err

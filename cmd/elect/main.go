@@ -11,6 +11,8 @@
 //	         and stop it before the lease can lapse
 //	observe  print every change of leader, one line each (or JSON lines)
 //	leader   print the current leader once (exit 3 when there is none)
+//	transfer move the leadership to a chosen candidate, or to the best
+//	         waiting one
 //	sim      a classic algorithm (ring, lcr, bully, hs, tree, chubby, zab) in
 //	         the seeded simulator, with its message counts next to the
 //	         textbook formulas
@@ -72,7 +74,7 @@ type command struct {
 
 // commands lists elect's commands, in the order the help shows them.
 func commands() []*command {
-	return []*command{demoCommand(), runCommandDef(), observeCommand(), leaderCommand(), simCommand(), nemesisCommand()}
+	return []*command{demoCommand(), runCommandDef(), observeCommand(), leaderCommand(), transferCommand(), simCommand(), nemesisCommand()}
 }
 
 func lookup(name string) *command {

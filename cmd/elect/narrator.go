@@ -26,6 +26,8 @@ const (
 	evCrash    = "crash"
 	evFailover = "failover"
 	evRecover  = "recover"
+	evTransfer = "transfer"
+	evPreempt  = "preempt"
 	evShutdown = "shutdown"
 )
 

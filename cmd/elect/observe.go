@@ -28,11 +28,11 @@ func observeCommand() *command {
 		summary:  "print every change of leader of an election, one line each (or JSON lines)",
 		synopsis: "--name NAME [--json] [--endpoints LIST] [flags]",
 		about: `Watches the election without taking part in it and prints one line per
-change of leader: the local time, the leader's ID, its fencing token and its
-value, or "(no leader)". The first line is the state when observe starts.
+change of leader: the local time, the leader's ID, its fencing token, its
+priority and its value, or "(no leader)". The first line is the state when observe starts.
 With --json each line is a JSON object:
 
-  {"time":"…","leader":true,"id":"sched-1","token":42,"value":"10.0.0.7:8080"}
+  {"time":"…","leader":true,"id":"sched-1","token":42,"priority":1,"value":"10.0.0.7:8080"}
   {"time":"…","leader":false}
 
 A slow reader may miss a short-lived leader, never the newest. observe runs
@@ -75,8 +75,9 @@ func leaderCommand() *command {
 		summary:  "print the current leader of an election once (exit 3 when there is none)",
 		synopsis: "--name NAME [--json] [--endpoints LIST] [flags]",
 		about: `Prints the election's current leader once, for scripts: its ID, fencing
-token and value on one line, or with --json as a JSON object
-{"id":"sched-1","token":42,"value":"10.0.0.7:8080"}. The read is
+token, priority and value on one line, or with --json as a JSON object
+{"id":"sched-1","token":42,"priority":1,"value":"10.0.0.7:8080"} (a
+priority of 0 is left out). The read is
 linearizable: it sees every leadership etcd confirmed before it.
 
 Exit codes: 0 a leader was printed, 3 the election has no leader now
@@ -114,18 +115,19 @@ addr=$(elect leader --name /services/scheduler --json | jq -r .value)`,
 // leaderJSON is one line of observe --json (with Time) or the output of
 // leader --json (without).
 type leaderJSON struct {
-	Time   string `json:"time,omitempty"`
-	Leader *bool  `json:"leader,omitempty"`
-	ID     string `json:"id,omitempty"`
-	Token  uint64 `json:"token,omitempty"`
-	Value  string `json:"value,omitempty"`
+	Time     string `json:"time,omitempty"`
+	Leader   *bool  `json:"leader,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Token    uint64 `json:"token,omitempty"`
+	Priority int64  `json:"priority,omitempty"`
+	Value    string `json:"value,omitempty"`
 }
 
 // writeLeader writes one line about l; at is its time, or zero for none.
 func writeLeader(w io.Writer, asJSON bool, at time.Time, l election.Leader) error {
 	var line []byte
 	if asJSON {
-		j := leaderJSON{ID: l.ID, Token: l.Token, Value: string(l.Value)}
+		j := leaderJSON{ID: l.ID, Token: l.Token, Priority: l.Priority, Value: string(l.Value)}
 		if !at.IsZero() {
 			lead := !l.IsZero()
 			j.Time, j.Leader = at.Format(timeLayout), &lead
@@ -142,7 +144,7 @@ func writeLeader(w io.Writer, asJSON bool, at time.Time, l election.Leader) erro
 		if l.IsZero() {
 			line = append(line, "(no leader)\n"...)
 		} else {
-			line = fmt.Appendf(line, "%s  token=%d  value=%s\n", l.ID, l.Token, strconv.Quote(string(l.Value)))
+			line = fmt.Appendf(line, "%s  token=%d  priority=%d  value=%s\n", l.ID, l.Token, l.Priority, strconv.Quote(string(l.Value)))
 		}
 	}
 	_, err := w.Write(line)

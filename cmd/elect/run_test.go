@@ -448,7 +448,7 @@ func TestObserveAndLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := strconv.FormatUint(term.Token(), 10)
-	wantText := "x  token=" + tok + `  value="10.0.0.7:8080"`
+	wantText := "x  token=" + tok + `  priority=0  value="10.0.0.7:8080"`
 	waitFor(t, "observe to print the leader", func() bool {
 		return strings.Contains(text.stdout.String(), wantText) && strings.Contains(js.stdout.String(), `"token":`+tok)
 	})

@@ -65,6 +65,8 @@ type electionFlags struct {
 	id      string
 	value   string
 	ttl     time.Duration
+	prio    int
+	preempt time.Duration
 
 	sharedOnly bool                // observe, leader: only backends other processes can share
 	openers    map[string]opener   // backend name → its opener
@@ -82,6 +84,8 @@ func defineElectionFlags(f *flagSet, candidate, sharedOnly bool) *electionFlags 
 		f.String(&ef.id, "id", "ID", "", "this candidate's ID, unique in the election (default <host>-<pid>-<random>)")
 		f.String(&ef.value, "value", "TEXT", "", "published with the leadership, e.g. the address to send requests to")
 		f.Duration(&ef.ttl, "ttl", "D", election.DefaultTTL, fmt.Sprintf("lease TTL, %v to %v: how long a crashed leader keeps the election", election.MinTTL, election.MaxTTL))
+		f.Int(&ef.prio, "priority", "N", 0, "this candidate's priority: among those waiting, the highest leads next (ties: first come)")
+		f.Duration(&ef.preempt, "preempt", "D", 0, "while leading, step down for a candidate of higher priority once it has waited D (0: never; it waits for this one to go)")
 	}
 	for _, b := range storeBackends {
 		if sharedOnly && !b.shared {
@@ -137,6 +141,10 @@ func (ef *electionFlags) check(f *flagSet, candidate bool) ([]election.Option, e
 	if ef.ttl < election.MinTTL || ef.ttl > election.MaxTTL {
 		return nil, f.Bad("ttl", "must be between %v and %v", election.MinTTL, election.MaxTTL)
 	}
+	if ef.preempt < 0 || ef.preempt > 10*election.MaxTTL {
+		return nil, f.Bad("preempt", "must be between 0 (never) and %v", 10*election.MaxTTL)
+	}
+	opts = append(opts, election.WithPriority(int64(ef.prio)), election.WithPreemption(ef.preempt))
 	return opts, nil
 }
 

@@ -80,7 +80,8 @@ func runDemo(ctx context.Context, w io.Writer, p *demoPlan) error {
 	if err != nil {
 		return fmt.Errorf("starting the %s backend: %w", p.backend.name, err)
 	}
-	ids := make([]string, p.candidates)
+	// The last ID is the preempting candidate's, which joins late.
+	ids := make([]string, p.candidates+1)
 	for i := range ids {
 		ids[i] = "c" + strconv.Itoa(i+1)
 	}
@@ -114,9 +115,12 @@ func runDemo(ctx context.Context, w io.Writer, p *demoPlan) error {
 // play runs the steps of the story.
 func (s *story) play(ctx context.Context, ids []string) error {
 	n := s.n
+	late := ids[len(ids)-1]
+	ids = ids[:len(ids)-1]
+	n.setDown(late, true) // not there yet
 	s.heading("%d candidates campaign, each in election.Run", len(ids))
 	for _, id := range ids {
-		e, err := s.be.Candidate(ctx, id)
+		e, err := s.be.Candidate(ctx, id, election.WithPreemption(s.holdOff()))
 		if err != nil {
 			return fmt.Errorf("candidate %s: %w", id, err)
 		}
@@ -216,6 +220,91 @@ func (s *story) play(ctx context.Context, ids []string) error {
 			tokens: strconv.FormatUint(after.token, 10) + " kept", latency: seenAt - start.at,
 			note: fmt.Sprintf("Recover until %s's OnLeader reports %s", victim.id, after.who)})
 	}
+	if _, ok := s.cands[0].e.(election.Transferer); !ok {
+		return nil
+	}
+	if err := s.dwell(ctx); err != nil {
+		return err
+	}
+	moved, err := s.transfer(ctx, after)
+	if err != nil {
+		return err
+	}
+	if err := s.dwell(ctx); err != nil {
+		return err
+	}
+	return s.preempt(ctx, moved, late)
+}
+
+// holdOff is how long a candidate of higher priority waits before it
+// preempts the leader.
+func (s *story) holdOff() time.Duration { return s.ttl / 2 }
+
+// transfer: the leader hands its leadership to the candidate that waited
+// least (the last in the queue), ahead of the others.
+func (s *story) transfer(ctx context.Context, cur demoEvent) (demoEvent, error) {
+	n := s.n
+	s.heading("transfer: the leader hands its leadership to a candidate it names")
+	leader := s.cand(cur.who)
+	var target string
+	for _, id := range s.live() {
+		if id != cur.who {
+			target = id
+		}
+	}
+	mark := n.mark()
+	start := n.record(demoEvent{who: leader.id, kind: evTransfer,
+		detail: fmt.Sprintf("Transfer to %s: its term ends now, and %s leads next, ahead of the others", target, target)})
+	tctx, cancel := context.WithTimeout(ctx, s.limit)
+	err := election.Transfer(tctx, leader.e, cur.term, target, election.KeepLeading)
+	cancel()
+	if err != nil {
+		return demoEvent{}, fmt.Errorf("%s: Transfer to %s: %w", leader.id, target, err)
+	}
+	next, err := n.waitEvent(ctx, s.limit, mark, "leader after the transfer", func(ev demoEvent) bool {
+		return ev.kind == evElected && ev.who == target
+	})
+	if err != nil {
+		return demoEvent{}, err
+	}
+	n.record(demoEvent{who: next.who, kind: evHandover, detail: fmt.Sprintf("%s → %s in %s, from Transfer to OnElected",
+		cur.who, next.who, fmtLatency(next.at-start.at))})
+	if err := n.waitSeen(ctx, s.limit, s.live(), next.token); err != nil {
+		return demoEvent{}, err
+	}
+	s.sum = append(s.sum, transition("transfer", cur.who, next.who, cur.token, next.token, next.at-start.at, "Transfer to OnElected"))
+	return next, nil
+}
+
+// preempt: a candidate of higher priority joins; the leader, made
+// WithPreemption, steps down for it once it has waited the hold-off.
+func (s *story) preempt(ctx context.Context, cur demoEvent, id string) error {
+	n := s.n
+	s.heading("preemption: a candidate of higher priority joins")
+	e, err := s.be.Candidate(ctx, id, election.WithPriority(10), election.WithPreemption(s.holdOff()))
+	if err != nil {
+		return fmt.Errorf("candidate %s: %w", id, err)
+	}
+	c := &demoCand{id: id, e: e, done: make(chan error, 1)}
+	s.cands = append(s.cands, c)
+	n.setDown(id, false)
+	mark := n.mark()
+	start := n.record(demoEvent{who: id, kind: evPreempt,
+		detail: fmt.Sprintf("priority 10, above the others' 0: %s steps down for it after a hold-off of %v", cur.who, s.holdOff())})
+	s.startRun(ctx, c)
+	next, err := n.waitEvent(ctx, s.limit, mark, "leader after the preemption", func(ev demoEvent) bool {
+		return ev.kind == evElected && ev.who == id
+	})
+	if err != nil {
+		return err
+	}
+	n.record(demoEvent{who: id, kind: evHandover, detail: fmt.Sprintf("%s → %s in %s, from joining to OnElected",
+		cur.who, id, fmtLatency(next.at-start.at))})
+	if err := n.waitSeen(ctx, s.limit, s.live(), next.token); err != nil {
+		return err
+	}
+	s.sum = append(s.sum, transition("preemption", cur.who, id, cur.token, next.token, next.at-start.at,
+		fmt.Sprintf("joining to OnElected (hold-off %v)", s.holdOff())))
 	return nil
 }
 
@@ -372,6 +461,7 @@ func why(err error) string {
 		{election.ErrLeaseExpired, "lease expired (no renewal within the lease)"},
 		{election.ErrSessionLost, "session lost"},
 		{election.ErrPreempted, "preempted"},
+		{election.ErrTransferred, "transferred"},
 		{election.ErrClosed, "closed"},
 		{election.ErrUnhealthy, "unhealthy"},
 	} {
