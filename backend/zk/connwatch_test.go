@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend/zk"
 )
 
 // The leaders of many elections on one connection beat together: each
@@ -22,6 +23,7 @@ func TestLeadersOnOneConnBeatTogether(t *testing.T) {
 	var mu sync.Mutex
 	sents := map[int][]time.Time{} // leader → send times of its confirmed renewals
 	terms := make([]*election.Term, n)
+	electors := make([]*zk.Elector, n)
 	paths := make([]string, n)
 	for i := range terms {
 		paths[i] = newPath(t)
@@ -32,6 +34,7 @@ func TestLeadersOnOneConnBeatTogether(t *testing.T) {
 				mu.Unlock()
 			}
 		}))
+		electors[i] = e
 		terms[i] = lead(t, e)
 	}
 	renewed := func(atLeast int) func() bool {
@@ -65,11 +68,11 @@ func TestLeadersOnOneConnBeatTogether(t *testing.T) {
 
 	// Another client changes leader 3's node (a data change: its watch
 	// does not end the Term; its heartbeat does).
-	names := children(t, admin, paths[3])
-	if len(names) != 1 {
-		t.Fatalf("children of %s: %v", paths[3], names)
+	node, err := electors[3].Node(terms[3])
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := admin.Set(paths[3]+"/"+names[0], []byte(`{"v":1,"id":"c3"}`), -1); err != nil {
+	if _, err := admin.Set(node, []byte(`{"v":1,"id":"c3"}`), -1); err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, terms[3], patience, "leader 3's Term after its node changed")

@@ -35,7 +35,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		var node string
 		var cerr error
 		if err := e.do(ctx, e.closing, func() {
-			node, cerr = e.conn.Create(e.path+"/"+nodePrefix(guid), data, gozk.FlagEphemeral|gozk.FlagSequence, e.cfg.NodeACL)
+			node, cerr = e.conn.Create(e.path+"/"+nodePrefix(guid, e.o.Priority), data, gozk.FlagEphemeral|gozk.FlagSequence, e.cfg.NodeACL)
 		}); err != nil {
 			return nil, e.findAndDrop(guid, err)
 		}
@@ -66,7 +66,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		default:
 			return nil, fmt.Errorf("zk election %s: creating a candidate node: %w", e.path, cerr)
 		}
-		c, err := e.adopt(ctx, node)
+		c, err := e.adopt(ctx, node, guid)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +82,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 // adopt reads the node just created and makes it the current candidacy if
 // its owner is the connection's current session (P4, CURATOR-696). It
 // returns nil, nil when the node is gone or owned by another session.
-func (e *Elector) adopt(ctx context.Context, node string) (*candidacy, error) {
+func (e *Elector) adopt(ctx context.Context, node, guid string) (*candidacy, error) {
 	var ok bool
 	var st *gozk.Stat
 	var err error
@@ -100,7 +100,7 @@ func (e *Elector) adopt(ctx context.Context, node string) (*candidacy, error) {
 	}
 	name := node[strings.LastIndexByte(node, '/')+1:]
 	seq, _ := sequence(name)
-	c := &candidacy{node: node, name: name, seq: seq, session: sid, version: st.Version,
+	c := &candidacy{node: node, name: name, guid: guid, seq: seq, session: sid,
 		leader: election.Leader{ID: e.o.ID, Value: e.o.Value, Priority: e.o.Priority, Token: uint64(st.Czxid)},
 		stop:   make(chan struct{})}
 	e.mu.Lock()
@@ -196,7 +196,7 @@ func (e *Elector) dropAbandoned(ctx context.Context) {
 			for _, name := range names {
 				if e.wasAbandoned(name) {
 					e.mu.Lock()
-					e.pending = append(e.pending, e.path+"/"+name) // deleted next, by Close
+					e.pending = append(e.pending, pend{node: e.path + "/" + name}) // deleted next, by Close
 					e.mu.Unlock()
 				}
 			}

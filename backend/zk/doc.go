@@ -20,19 +20,47 @@
 //	e, err := zk.Dial(ctx, zk.DialConfig{Servers: []string{"127.0.0.1:2181"}}, "/services/scheduler",
 //		election.WithID("sched-1"), election.WithTTL(10*time.Second))
 //
+// # Layout
+//
+// Under the election path (see nodes.go for the exact format):
+//
+//	_c_<GUID>-p<prio>-<seq>   one candidate node per candidacy: protected ephemeral-sequential
+//	_l                        the leader node: ephemeral, the leader's record, naming its candidate node
+//	_c_<GUID>-lead            the leadership node: ephemeral, created with _l; its creation zxid is the token
+//	_t                        a pending hand-over (Transfer, preemption): ephemeral, names its target's node
+//	_r                        a transfer request (RequestTransfer): ephemeral, of the requester's session
+//	_w-<GUID>                 a candidate's wake-up name: created and deleted in one multi, never seen
+//
+// <prio> is the Priority in 16 hex digits that sort, as text, highest
+// priority first (the complement of the value with its sign bit flipped:
+// every int64, negative too); <seq> is the sequence ZooKeeper appends.
+// Candidates are ordered by priority, highest first, then by sequence
+// (first come, first served): every candidate reads the order from the
+// names in one listing, with no extra round trip.
+//
 // # Protocol
 //
-// Every candidate creates a protected ephemeral-sequential node under the
-// election path ("_c_<GUID>-cand-<sequence>", see the layout in nodes.go),
-// making the path if it is missing. The node with the lowest sequence
-// leads. Each other candidate watches only the node just ahead of it, so a
-// handover wakes one candidate, not all (P9). When the node ahead goes, the
-// candidate lists the children again; if it now heads the order, a
-// transaction with one check operation on its own node confirms, through
-// the ensemble's leader, that its session is alive and its node is there
-// (P4), and the Term counts from that transaction's send time. When the
-// node that went was the head, the check is sent together with the
-// listing, so a handover costs one round trip after the watch event.
+// Every candidate creates its candidate node, making the path if it is
+// missing. A name ordered by priority is chosen before the write, so a
+// newcomer of higher priority sorts ahead of candidates already there,
+// the leader's among them: the order decides who tries next, never who
+// leads. The leader is whoever holds _l. Each waiting candidate watches
+// only the candidate node just ahead of it; the first in the order
+// watches _l while someone leads (P9). When what it watches goes, it lists
+// the children again; at the head of the order with no _l and no pending
+// hand-over, it claims: one multi checks its own node (its session is
+// alive: P4), asserts that no hand-over is pending (it creates and deletes
+// _t), deletes any leadership node left without its _l, and creates _l
+// and its leadership node, which only one candidate can (the create of _l
+// fails while it exists). The Term counts from that multi's send time,
+// and the token is the multi's zxid, read from the leadership node's
+// stat. A claim costs one round trip after the listing, two after the
+// watch event. The leader's candidate node stays in the order while it
+// leads, so a handover from a leader that arrived first wakes the one
+// candidate behind it. A newcomer wakes nobody when it queues; one that
+// sorts ahead of waiting candidates costs at most one extra wake-up at the
+// next handover (the candidate it displaced still watches what it
+// watched, then moves its watch behind the newcomer).
 //
 // Protected creates: the GUID in the node's name finds a node whose
 // create reply was lost (a connection reset mid-request) instead of making
@@ -43,25 +71,29 @@
 //
 // # Token
 //
-// The token is the leader node's creation zxid. Zxids increase with every
-// write of the ensemble, and a later node in the order was created by a
-// later write, so tokens increase across leaderships (P2). The sequence
-// number would too, but only while the election path lives: it is the
-// path's child counter and starts again at 0 when the path is deleted and
-// made anew (CURATOR-724), while the zxid never goes back. CheckOp returns
-// the check operation for Multi, so that writes commit only while the
-// leader's node is there.
+// The token is the creation zxid of _l and of the leadership node (one
+// multi creates both). Zxids increase with every write of the ensemble,
+// and every leadership is a new claim, so tokens increase across
+// leaderships (P2), also when the election path is deleted and made anew
+// (CURATOR-724: the sequence numbers restart, the zxid never goes back).
+// CheckOp returns a check of the leadership node, for Multi, so that
+// writes commit only while the leadership is current: the node's name is
+// unique to the leadership, and every claim deletes the leadership nodes
+// whose _l is gone, so the check fails from the moment anyone else leads.
+// _l itself is deleted only in one multi with the leadership node (so
+// only by the leadership that made it), or, when that node is gone, after
+// a read that finds _l still the leadership's (its creation zxid).
 //
 // # Sessions and the Term's deadline
 //
-// While leading, a candidate sends a heartbeat — the same check
-// transaction — at least every Window/3 through the Term's lease clock
+// While leading, a candidate sends a heartbeat — a check transaction on
+// its leadership node — at least every Window/3 through the Term's lease clock
 // (the before-renewal hook, the request, Renewed with its send time and
 // outcome): the leaders on one connection beat on one tick, and the
 // checks of a tick go out as one multi, whose send time each Term counts
 // from (a check of the multi that fails — that leader's node changed —
 // fails the multi: that leader's Term ends, the others retry 50 ms
-// later). It watches its own node, and looks at its connection's state
+// later). It watches its leadership node and _l, and looks at its connection's state
 // whenever it changes: one poller per connection reads it every 10 ms
 // for all the leaders on it (an Elector from Dial is also woken by every
 // session event). The Term's deadline is the send time of the last confirmed heartbeat +
@@ -72,8 +104,8 @@
 // granted timeout when the server granted less than asked; with New, set
 // WithTTL to the session timeout of the connection yourself.
 //
-// A node found gone, or a new session on the connection, ends the Term at
-// once with ErrSessionLost. A lost connection, while the session may still
+// A leadership node or _l found gone, or a new session on the connection,
+// ends the Term at once with ErrSessionLost. A lost connection, while the session may still
 // live, ends it at once under StepDownOnDisconnect (the default, as
 // Curator's standard policy) or holds it until the deadline under
 // HoldUntilDeadline (Curator's session policy), where a reconnect in time
@@ -85,20 +117,94 @@
 // A candidate whose node vanishes while it waits (its session expired, the
 // node or the whole election path was deleted) makes a new node and waits
 // on, with a new place in the order. When a Term ends, or a candidate
-// withdraws, its node is deleted so that the next candidate leads at once;
+// withdraws, its nodes are deleted (one multi) so that the next candidate leads at once;
 // a delete that fails is retried in the background until it succeeds,
 // since a session, unlike an etcd lease, does not end while its
 // connection lives.
 //
+// # Preemption
+//
+// A leader made WithPreemption(holdOff) holds a child watch on the
+// election path (it is woken by every change of the queue, and lists it
+// again: the one cost of the option) and reads the priorities from the
+// names. Once the best waiting candidate of strictly higher priority has
+// been present without a break for holdOff since this leader first saw
+// it, the leader reads its record (a malformed one is passed over) and
+// hands the leadership to it, as Transfer does, with the Term ending with
+// ErrPreempted. Without the option a leader never watches the queue, and
+// a candidate of higher priority leads after it, ahead of the others.
+//
+// # Transfer
+//
+// Transfer lists the queue and reads the candidate nodes in order (all of
+// them for a named target: an operator's call, not a hot path; the first
+// well-formed one for ""). With no such candidate it returns
+// ErrNoCandidate (and resigns under StepDown). Otherwise it ends the Term
+// with ErrTransferred, and then one multi checks that the target's node
+// is there, deletes the leader's _l, leadership node and candidate node
+// (the candidate leaves the election, as after Resign), creates _t naming
+// the target's node, and creates and deletes the target's wake-up name,
+// which the target watches besides the node ahead of it, so that it alone
+// is woken. While _t is there nobody else can claim (their claims assert
+// it is absent); the target's claim deletes it. Transfer returns nil once
+// it is gone and _l names the target. The hand-over lapses — Transfer
+// deletes _t (if it is still the one it made, by its creation zxid) and
+// returns ErrTransferFailed, or ctx's error, or ErrClosed — when the
+// target's node goes first, after one lease window, when ctx ends or the
+// Elector closes. _t is ephemeral, so a transferring process that dies
+// takes it along with its session, and a waiter at the head of the order
+// withdraws a _t that no candidate can take (persistent, malformed, or
+// naming a node that is gone): a stale marker never wedges the election.
+//
+// Failure modes: a hand-over to a target that crashed lasts until its
+// node goes with its session or the lease window ends, whichever is
+// first; until then nobody leads. If the leader's multi's reply is lost,
+// Transfer reads _t to learn whether it was made. Two races are known and
+// harmless to safety (a token never repeats, one leader at a time): a _t
+// withdrawn by a lapse at the instant a new leader, having claimed, makes
+// a hand-over of its own would withdraw that one too (the normal order
+// then resumes), and a target that read a hand-over could take a later
+// one of the same version; each needs a claim and a transfer within one
+// round trip.
+//
+// RequestTransfer, from any Elector of the election (campaigning or not;
+// elect transfer), creates the request node _r — ephemeral, of the
+// requester's session, naming the leader's token and the target — and
+// follows the leader until the target leads. The leader watches _r (one
+// watch per leader) and honours a request for its own token as Transfer
+// with KeepLeading does; one it cannot honour (no such waiting candidate)
+// it answers in _r's data. The requester deletes _r when it returns; one
+// request at a time per election.
+//
 // # Garbage (P8)
 //
-// A child whose name does not end in a 10-digit sequence number is
-// foreign and ignored. A child in the order that is persistent never goes
-// away, so it is skipped and logged. An ephemeral child in the order that
-// is not a candidate node of this package (another name, a bad record)
-// holds its place and never leads: while it heads the order there is no
-// leader, Leader returns a *MalformedNodeError naming it, and Observe
-// reports no leader; it goes with its session.
+// A child whose name does not end in a 10-digit sequence number, and is
+// none of _l, _t and the leadership nodes, is foreign and ignored. A child
+// in the order that is persistent never goes away, so it is skipped and
+// logged. An ephemeral child that ends in a sequence number but is not a
+// candidate node of this layout (a blocker) sorts ahead of every candidate
+// and never leads: while it heads the order there is no leader, Leader
+// returns a *MalformedNodeError naming it, and Observe reports no leader;
+// it goes with its session. So does a candidate node of this layout
+// whose record is malformed, where it sorts. A persistent _l is deleted
+// by the head of the order (this package never makes one); an ephemeral
+// malformed _l leads nobody (Leader returns a *MalformedNodeError) until
+// it goes. Candidates and Transfer leave malformed nodes out.
+//
+// # Upgrading from the previous layout
+//
+// Versions before this layout named candidate nodes
+// "_c_<GUID>-cand-<seq>" and let the lowest sequence lead. Both can run
+// in one election during a rolling upgrade without two leaders: the old
+// code takes this layout's candidate nodes for malformed ones that hold
+// their place (they end in a sequence number) and ignores _l, _t and the
+// leadership nodes; this layout takes the old nodes for blockers, and
+// never claims while one is ephemeral. An old candidate leads only when
+// its node has the lowest sequence of all; a new one only when no old
+// node exists; a node made later has a higher sequence than a new
+// leader's candidate node, which stays while it leads. The order between
+// the two kinds is by sequence, not priority, until the old candidates
+// are gone.
 //
 // # Security
 //
@@ -112,13 +218,14 @@
 //
 // # Other clients of the server
 //
-// Anyone with the rights to can delete a leader's node or the whole
+// Anyone with the rights to can delete a leader's nodes or the whole
 // election path (zkCli's delete, deleteall), create nodes under it, or
-// change its ACL. A leader watches its own node: its deletion ends the
-// Term at once with ErrSessionLost (as does a heartbeat that finds the
-// node gone or changed), and the next candidate, woken by the same
-// deletion, needs one more round trip (its listing and check) before its
-// Campaign returns, so the old Term ends first in practice (the tests
+// change its ACL. A leader watches its leadership node and _l: the
+// deletion of either ends the Term at once with ErrSessionLost (as does a
+// heartbeat that finds the leadership node gone or changed), and the next
+// candidate, woken by the same deletion or the leader's release, needs
+// two more round trips (its listing and claim) before its Campaign
+// returns, so the old Term ends first in practice (the tests
 // assert that it ends at once, and log the order). It is not a
 // guarantee — the server sends the two
 // notifications on two connections, and the old leader's process may be
@@ -145,6 +252,8 @@
 //
 // # Not promised
 //
-// Priority does not order candidates here: they are served first come,
-// first served, and Leader carries Priority as given.
+// Priority orders the waiting candidates, not the leadership: without
+// preemption a leader leads on whatever queues behind or ahead of it.
+// Between candidates that queue at the same moment as a handover, the
+// order is the one the claims reach the server in.
 package zk

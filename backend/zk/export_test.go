@@ -4,3 +4,10 @@ package zk
 func Clocks(e *Elector) int {
 	return e.terms.Len()
 }
+
+// EncodePriority and DecodePriority expose the priority field of the
+// candidate nodes' names.
+var (
+	EncodePriority = encodePriority
+	DecodePriority = decodePriority
+)

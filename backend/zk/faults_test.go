@@ -64,6 +64,19 @@ func children(t *testing.T, c *gozk.Conn, path string) []string {
 	return names
 }
 
+// cands returns the election path's candidate nodes (not the leader's
+// _l, leadership node or hand-over).
+func cands(t *testing.T, c *gozk.Conn, path string) []string {
+	t.Helper()
+	var out []string
+	for _, n := range children(t, c, path) {
+		if strings.HasPrefix(n, "_c_") && !strings.HasSuffix(n, "-lead") {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // eventually polls cond until it holds or patience runs out. It is for
 // state on the server, which sends no event a test could wait on.
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -144,8 +157,8 @@ func TestTokensIncreaseAcrossPathRecreation(t *testing.T) {
 	if uint64(st.Czxid) != t2.Token() {
 		t.Fatalf("token %d, node's creation zxid %d", t2.Token(), st.Czxid)
 	}
-	if !strings.HasSuffix(node, "0000000000") {
-		t.Fatalf("node %s: want sequence 0 in the recreated path", node)
+	if got := cands(t, conn, path); len(got) != 1 || !strings.HasSuffix(got[0], "0000000000") {
+		t.Fatalf("candidate nodes %v: want one, of sequence 0 in the recreated path", got)
 	}
 }
 
@@ -212,7 +225,7 @@ func TestPathDeletedUnderRunningElection(t *testing.T) {
 	b := newElector(t, newConn(t), path, "b")
 	ta := lead(t, a)
 	ch := campaignAsync(ctxT(t), b)
-	eventually(t, "b's node", func() bool { return len(children(t, admin, path)) == 2 })
+	eventually(t, "b's node", func() bool { return len(cands(t, admin, path)) == 2 })
 	// The whole election at once, as an operator's recursive delete, here in one
 	// transaction so that no candidate makes a node in between.
 	var ops []any
@@ -234,7 +247,7 @@ func TestPathDeletedUnderRunningElection(t *testing.T) {
 	if r.t.Token() <= ta.Token() {
 		t.Fatalf("token %d not above %d", r.t.Token(), ta.Token())
 	}
-	if got := children(t, admin, path); len(got) != 1 {
+	if got := cands(t, admin, path); len(got) != 1 {
 		t.Fatalf("children after recovery: %v; want b's node only", got)
 	}
 }
@@ -251,14 +264,14 @@ func TestWaiterSessionExpiry(t *testing.T) {
 	b := newElector(t, bconn, path, "b")
 	ta := lead(t, a)
 	ch := campaignAsync(ctxT(t), b)
-	eventually(t, "b's node", func() bool { return len(children(t, admin, path)) == 2 })
+	eventually(t, "b's node", func() bool { return len(cands(t, admin, path)) == 2 })
 	old := bconn.SessionID()
 	px.Cut()
-	eventually(t, "b's session to expire", func() bool { return len(children(t, admin, path)) == 1 })
+	eventually(t, "b's session to expire", func() bool { return len(cands(t, admin, path)) == 1 })
 	px.Reset()
 	px.Heal()
 	eventually(t, "b's new session", func() bool { return bconn.SessionID() != old && bconn.SessionID() != 0 })
-	eventually(t, "b's new node", func() bool { return len(children(t, admin, path)) == 2 })
+	eventually(t, "b's new node", func() bool { return len(cands(t, admin, path)) == 2 })
 	if err := a.Resign(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -358,18 +371,22 @@ func TestLostCreateReply(t *testing.T) {
 	a := newElector(t, conn, path, "a")
 	px.CutReplies()
 	ch := campaignAsync(ctxT(t), a)
-	eventually(t, "the node created without a reply", func() bool { return len(children(t, admin, path)) == 1 })
+	eventually(t, "the node created without a reply", func() bool { return len(cands(t, admin, path)) == 1 })
 	px.Reset()
 	px.Heal()
 	r := await(t, ch, patience, "campaign after a lost create reply")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	got := children(t, admin, path)
+	got := cands(t, admin, path)
 	if len(got) != 1 {
-		t.Fatalf("children %v; want exactly one node", got)
+		t.Fatalf("candidate nodes %v; want exactly one", got)
 	}
-	_, st, err := admin.Get(path + "/" + got[0])
+	node, err := a.Node(r.t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, st, err := admin.Get(node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +415,7 @@ func TestACLKeepsIntrudersOut(t *testing.T) {
 	ta := lead(t, a)
 	chb := campaignAsync(ctxT(t), b)
 	intruder := newConn(t)
-	eventually(t, "bob's node", func() bool { return len(children(t, intruder, path)) == 2 })
+	eventually(t, "bob's node", func() bool { return len(cands(t, intruder, path)) == 2 })
 	node, err := a.Node(ta)
 	if err != nil {
 		t.Fatal(err)
@@ -488,7 +505,7 @@ func TestNoHerd(t *testing.T) {
 		}
 		chs = append(chs, campaignAsync(ctxT(t), e))
 		// One at a time, so that the queue's order is the slice's.
-		eventually(t, "the new node", func() bool { return len(children(t, conn, path)) == i+1 })
+		eventually(t, "the new node", func() bool { return len(cands(t, conn, path)) == i+1 })
 	}
 	total := func() (s int64) {
 		for _, e := range es[1:] {

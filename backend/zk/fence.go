@@ -8,13 +8,15 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/record"
 )
 
 // CheckOp returns an operation for gozk.Conn.Multi that succeeds only while
-// t's node exists at the version it had when last written by this
-// candidate: put it first in a Multi with your writes, and they commit only
-// while the leadership is current in ZooKeeper (the node goes when the
-// session does, or on Resign).
+// t's leadership node exists at the version it had when last written by
+// this candidate: put it first in a Multi with your writes, and they
+// commit only while the leadership is current in ZooKeeper (the node goes
+// when the session does, on Resign or Transfer, and with the next claim of
+// any other candidate).
 //
 //	op, err := e.CheckOp(term)
 //	if err != nil { return err } // ErrNotLeader
@@ -29,17 +31,21 @@ func (e *Elector) CheckOp(t *election.Term) (*gozk.CheckVersionRequest, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return &gozk.CheckVersionRequest{Path: c.node, Version: c.version}, nil
+	return &gozk.CheckVersionRequest{Path: c.lead, Version: c.version}, nil
 }
 
-// Node returns the path of t's node, or an error wrapping
-// election.ErrNotLeader when t is not this Elector's current, valid Term.
+// Node returns the path of t's leadership node ("_c_<GUID>-lead", whose
+// creation zxid is the token and which CheckOp checks), or an error
+// wrapping election.ErrNotLeader when t is not this Elector's current,
+// valid Term. Deleting it ends the Term.
 func (e *Elector) Node(t *election.Term) (string, error) {
 	c, err := e.current(t)
 	if err != nil {
 		return "", err
 	}
-	return c.node, nil
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return c.lead, nil
 }
 
 func (e *Elector) current(t *election.Term) (*candidacy, error) {
@@ -58,10 +64,11 @@ func (e *Elector) current(t *election.Term) (*candidacy, error) {
 	return c, nil
 }
 
-// Proclaim replaces the leader's Value in its node (observers see it; the
-// Term and its token stay the same), conditional on the node's version, so
-// it fails with ErrNotLeader once the leadership is gone. value is checked
-// like WithValue's.
+// Proclaim replaces the leader's Value in its leadership node and in the
+// leader node (observers see it; the Term and its token stay the same),
+// conditional on the leadership node's version, so it fails with
+// ErrNotLeader once the leadership is gone. value is checked like
+// WithValue's.
 func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) error {
 	if len(value) > election.MaxValueSize {
 		return &election.OptionError{Field: "value", Value: fmt.Sprintf("%d bytes", len(value)), Reason: fmt.Sprintf("must be at most %d bytes", election.MaxValueSize)}
@@ -73,20 +80,23 @@ func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) 
 	c.writing.Lock()
 	defer c.writing.Unlock()
 	e.mu.Lock()
-	version := c.version
+	version, lead := c.version, c.lead
 	e.mu.Unlock()
-	var st *gozk.Stat
-	if derr := e.do(ctx, e.closing, func() { st, err = e.conn.Set(c.node, encodeRecord(e.o, value), version) }); derr != nil {
+	var res []gozk.MultiResponse
+	if derr := e.do(ctx, e.closing, func() {
+		res, err = e.conn.Multi(&gozk.SetDataRequest{Path: lead, Data: encodeRecord(e.o, value), Version: version},
+			&gozk.SetDataRequest{Path: e.path + "/" + leaderName, Data: record.EncodeLeader(e.o, value, c.name), Version: -1})
+	}); derr != nil {
 		return derr
 	}
 	switch {
 	case err == nil:
 		e.mu.Lock()
-		c.version = st.Version
+		c.version = res[0].Stat.Version
 		e.mu.Unlock()
 		return nil
 	case errors.Is(err, gozk.ErrNoNode), errors.Is(err, gozk.ErrBadVersion):
-		return fmt.Errorf("%w: node %s: %w", election.ErrNotLeader, c.node, err)
+		return fmt.Errorf("%w: node %s: %w", election.ErrNotLeader, lead, err)
 	}
-	return fmt.Errorf("zk election %s: proclaiming on %s: %w", e.path, c.node, err)
+	return fmt.Errorf("zk election %s: proclaiming on %s: %w", e.path, lead, err)
 }

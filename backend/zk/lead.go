@@ -12,11 +12,13 @@ import (
 	"github.com/electkit/election/internal/clock"
 )
 
-// check sends the heartbeat of a candidacy: a transaction with one check
-// operation on c's node at its version. It goes through the ensemble's
-// leader, which refuses it unless c's session is alive and the node exists
-// unchanged, so its success proves both at a moment after sent. A nil
-// error means confirmed; errNodeGone wraps a node or session that is gone.
+// check sends the heartbeat of a leader: a transaction with one check
+// operation on its leadership node at its version. It goes through the
+// ensemble's leader, which refuses it unless c's session is alive and the
+// node exists unchanged (no later claim: a claim deletes the leadership
+// nodes whose _l is gone), so its success proves both at a moment after
+// sent. A nil error means confirmed; errNodeGone wraps a node or session
+// that is gone.
 //
 // With cw, the check goes out with the other heartbeats of the
 // connection's tick, in one multi (connWatch.beat), and sent is that
@@ -25,7 +27,7 @@ func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy,
 	c.writing.Lock()
 	defer c.writing.Unlock()
 	e.mu.Lock()
-	version := c.version
+	version, node := c.version, c.lead
 	e.mu.Unlock()
 	sid := e.conn.SessionID()
 	sent = clock.Now()
@@ -33,10 +35,10 @@ func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy,
 	var bsent time.Time
 	if derr := e.do(ctx, stop, func() {
 		if cw != nil {
-			bsent, rerr = cw.beat(c.node, version)
+			bsent, rerr = cw.beat(node, version)
 			return
 		}
-		_, rerr = e.conn.Multi(&gozk.CheckVersionRequest{Path: c.node, Version: version})
+		_, rerr = e.conn.Multi(&gozk.CheckVersionRequest{Path: node, Version: version})
 	}); derr != nil {
 		return sent, derr
 	}
@@ -45,35 +47,23 @@ func (e *Elector) check(ctx context.Context, stop <-chan struct{}, c *candidacy,
 	}
 	switch {
 	case sid != c.session || e.conn.SessionID() != c.session:
-		return sent, fmt.Errorf("%w: %w: session %#x of node %s expired (the connection now has %#x)", errNodeGone, election.ErrSessionLost, c.session, c.node, e.conn.SessionID())
+		return sent, fmt.Errorf("%w: %w: session %#x of node %s expired (the connection now has %#x)", errNodeGone, election.ErrSessionLost, c.session, node, e.conn.SessionID())
 	case rerr == nil:
 		return sent, nil
 	case errors.Is(rerr, gozk.ErrNoNode):
-		return sent, fmt.Errorf("%w: %w: node %s is gone (its session expired or it was deleted)", errNodeGone, election.ErrSessionLost, c.node)
+		return sent, fmt.Errorf("%w: %w: node %s is gone (its session expired, it was deleted, or another candidate claimed)", errNodeGone, election.ErrSessionLost, node)
 	case errors.Is(rerr, gozk.ErrBadVersion):
-		return sent, fmt.Errorf("%w: %w: node %s was changed by another client", errNodeGone, election.ErrSessionLost, c.node)
+		return sent, fmt.Errorf("%w: %w: node %s was changed by another client", errNodeGone, election.ErrSessionLost, node)
 	case errors.Is(rerr, gozk.ErrSessionExpired):
 		return sent, fmt.Errorf("%w: %w: session %#x expired", errNodeGone, election.ErrSessionLost, c.session)
 	case errors.Is(rerr, gozk.ErrClosing), errors.Is(rerr, gozk.ErrConnectionClosed) && e.connClosed():
 		return sent, fmt.Errorf("%w: %w: the ZooKeeper connection was closed", errNodeGone, election.ErrSessionLost)
 	}
-	return sent, fmt.Errorf("zk election %s: heartbeat on %s: %w", e.path, c.node, rerr)
+	return sent, fmt.Errorf("zk election %s: heartbeat on %s: %w", e.path, node, rerr)
 }
 
-// confirm makes c's leadership a Term once wait found no node ahead of it:
-// a check transaction confirms the node under its session (P4), and the
-// Term's deadline counts from its send time. It then starts the leader's
-// heartbeats.
-func (e *Elector) confirm(ctx context.Context, c *candidacy) (*election.Term, error) {
-	sent, err := e.check(ctx, e.closing, c, nil)
-	return e.begin(ctx, c, sent, err)
-}
-
-// begin starts c's Term from a check sent at sent with outcome err.
+// begin starts c's Term from its claim, sent at sent, with outcome err.
 func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err error) (*election.Term, error) {
-	if e.lostSeen != nil {
-		e.lostSeen.Store(false) // a disconnect before this Term is not this Term's
-	}
 	if err != nil {
 		return nil, e.stopped(ctx, c, err)
 	}
@@ -94,6 +84,10 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 	e.terms.Add(lc)
 	e.wg.Add(1)
 	go e.lead(c, lc, sent)
+	if e.o.PreemptAfter > 0 {
+		e.wg.Add(1)
+		go e.preempt(c, lc.Term())
+	}
 	e.mu.Unlock()
 	if err := term.Err(); err != nil { // the deadline passed while confirming
 		return nil, err
@@ -134,7 +128,18 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 			holdTimer.Stop()
 		}
 	}()
-	own := e.watchOwn(c)
+	own := e.watchOwn(c, c.lead)
+	lw := e.watchOwn(c, e.path+"/"+leaderName)
+	// Transfer requests (RequestTransfer), each served once.
+	req := e.watchRequest(c)
+	served := int64(0)
+	serve := func() {
+		if req.mzxid != 0 && req.mzxid != served {
+			served = req.mzxid
+			e.serveRequest(c, t, req) // a hand-over ends t: t.Done fires next
+		}
+	}
+	serve()
 	for {
 		// A look at the connection: at the start, then whenever its
 		// state or session changed (connWatch) or Dial's session events
@@ -170,10 +175,22 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 		case ev := <-own:
 			own = nil
 			if ev.Type == gozk.EventNodeDeleted || (ev.Type == gozk.EventNotWatching && !errors.Is(ev.Err, gozk.ErrConnectionClosed)) {
-				lc.End(fmt.Errorf("%w: node %s: %v %v", election.ErrSessionLost, c.node, ev.Type, ev.Err))
+				lc.End(fmt.Errorf("%w: leadership node %s: %v %v", election.ErrSessionLost, c.lead, ev.Type, ev.Err))
 				continue
 			}
-			own = e.watchOwn(c)
+			own = e.watchOwn(c, c.lead)
+			continue
+		case ev := <-lw:
+			lw = nil
+			if ev.Type == gozk.EventNodeDeleted || (ev.Type == gozk.EventNotWatching && !errors.Is(ev.Err, gozk.ErrConnectionClosed)) {
+				lc.End(fmt.Errorf("%w: leader node %s/%s: %v %v", election.ErrSessionLost, e.path, leaderName, ev.Type, ev.Err))
+				continue
+			}
+			lw = e.watchOwn(c, e.path+"/"+leaderName)
+			continue
+		case <-req.ch:
+			req = e.watchRequest(c)
+			serve()
 			continue
 		case <-e.sessionEvents:
 			continue // look again
@@ -223,21 +240,24 @@ func (e *Elector) forget(lc *election.LeaseClock) {
 	e.terms.Forget(lc)
 }
 
-// watchOwn sets a watch on c's own node, so that its deletion ends the
-// Term within a round trip. It returns nil if the watch cannot be set (the
-// heartbeats still find out).
-func (e *Elector) watchOwn(c *candidacy) <-chan gozk.Event {
+// watchOwn sets a watch on node, the leader's leadership node or _l, so
+// that its deletion ends the Term within a round trip. It returns nil if
+// the watch cannot be set (the heartbeats still find out). A _l that is
+// not c's leadership's (its creation zxid is not the token) counts as
+// deleted.
+func (e *Elector) watchOwn(c *candidacy, node string) <-chan gozk.Event {
 	var ok bool
+	var st *gozk.Stat
 	var ev <-chan gozk.Event
 	var err error
 	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
 	defer cancel()
-	if derr := e.do(ctx, c.stop, func() { ok, _, ev, err = e.conn.ExistsW(c.node) }); derr != nil || err != nil {
+	if derr := e.do(ctx, c.stop, func() { ok, st, ev, err = e.conn.ExistsW(node) }); derr != nil || err != nil {
 		return nil
 	}
-	if !ok {
+	if !ok || uint64(st.Czxid) != c.leader.Token {
 		ch := make(chan gozk.Event, 1)
-		ch <- gozk.Event{Type: gozk.EventNodeDeleted, Path: c.node}
+		ch <- gozk.Event{Type: gozk.EventNodeDeleted, Path: node}
 		return ch
 	}
 	return ev

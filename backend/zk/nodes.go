@@ -3,6 +3,7 @@ package zk
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,29 +17,40 @@ import (
 	"github.com/electkit/election/internal/record"
 )
 
-// Node layout. A candidate's node is a protected ephemeral-sequential child
-// of the election path,
+// Node layout. Under the election path:
 //
-//	/services/scheduler/_c_3f0c…(32 hex)-cand-0000000042  {"v":1,"id":"sched-1","priority":0,"value":"MTAuMC4wLjc6ODA4MA=="}
+//	_c_<GUID>-p<16 hex>-<10 digits>   a candidate node: protected ephemeral-sequential, one per candidacy
+//	_l                                the leader node: ephemeral, the leader's record naming its candidate node
+//	_c_<GUID>-lead                    the leadership node: ephemeral, created with _l, its creation zxid the token
+//	_t                                a pending hand-over (Transfer, preemption): ephemeral, names its target
+//	_r                                a transfer request (RequestTransfer): ephemeral, of the requester's session
+//	_w-<GUID>                         a candidate's wake-up name: created and deleted in one multi, never seen
 //
-// where the 32 hex digits are a random GUID of this candidacy (so a create
-// whose reply was lost is found again by its GUID, never made twice) and
-// the 10 digits are the sequence number ZooKeeper appended. Candidates are
-// ordered by that sequence; the lowest live one leads.
+// The 32 hex digits are a random GUID of the candidacy (a create whose
+// reply was lost is found again by it, never made twice); the 16 hex
+// digits encode its Priority so that they sort, as text, highest priority
+// first (see encodePriority); the 10 digits are the sequence number
+// ZooKeeper appended. Candidates are ordered by priority, highest first,
+// then by sequence: first come, first served.
 //
-// A child takes part in the order when its name ends in a 10-digit
-// sequence number; other children are foreign and ignored. A child in the
-// order is well formed when its name is ours (the _c_<GUID>-cand- prefix),
-// it is ephemeral, and its data decodes to a version-1 record with a valid
-// ID and a Value within election.MaxValueSize. A persistent child never
-// goes away by itself, so it is skipped (and logged); an ephemeral child
-// that is malformed holds its place and never leads: while it heads the
-// order there is no leader, and Leader says which node blocks the election.
+// A child whose name ends in a 10-digit sequence number and is not a
+// candidate node of this layout (a node of an older version of this
+// package, "_c_<GUID>-cand-<seq>", or another program's) is a blocker: it
+// sorts ahead of every candidate node, by sequence, and never leads; while
+// it is ephemeral, no candidate of this layout leads behind it. A
+// persistent child never goes away by itself, so it is skipped (and
+// logged). Other names are foreign and ignored.
 
 const (
 	guidPrefix = "_c_"
-	candInfix  = "-cand-"
+	prioInfix  = "-p"
+	leadSuffix = "-lead"
 	seqDigits  = 10
+	prioDigits = 16
+
+	leaderName   = "_l"
+	handoverName = "_t"
+	wakePrefix   = "_w-"
 )
 
 func encodeRecord(o election.Options, value []byte) []byte { return record.Encode(o, value) }
@@ -52,14 +64,49 @@ func newGUID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
+// encodePriority returns 16 hex digits that sort, as text, in descending
+// order of p: the complement of p with its sign bit flipped.
+func encodePriority(p int64) string {
+	return fmt.Sprintf("%016x", ^(uint64(p) ^ 1<<63))
+}
+
+// decodePriority is encodePriority's inverse.
+func decodePriority(s string) (int64, bool) {
+	if len(s) != prioDigits {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isHex(s[i]) {
+			return 0, false
+		}
+	}
+	k, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		return 0, false
+	}
+	return int64(^k ^ 1<<63), true
+}
+
+func isHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
+
 // nodePrefix is the name a candidate asks ZooKeeper to create, before the
 // sequence number.
-func nodePrefix(guid string) string { return guidPrefix + guid + candInfix }
+func nodePrefix(guid string, priority int64) string {
+	return guidPrefix + guid + prioInfix + encodePriority(priority) + "-"
+}
+
+// leadName is the leadership node of the candidacy with guid.
+func leadName(guid string) string { return guidPrefix + guid + leadSuffix }
+
+// wakeName is the wake-up name of the candidacy with guid.
+func wakeName(guid string) string { return wakePrefix + guid }
 
 // child is one child of the election path that takes part in the order.
 type child struct {
-	name string
-	seq  int64
+	name    string
+	seq     int64
+	prio    int64
+	blocker bool // not a candidate node of this layout: never leads
 }
 
 // sequence returns the sequence number a child's name ends in.
@@ -77,32 +124,105 @@ func sequence(name string) (int64, bool) {
 	return n, err == nil
 }
 
-// ordered returns the children that take part in the order, lowest
-// sequence first.
-func ordered(names []string) []child {
-	out := make([]child, 0, len(names))
-	for _, n := range names {
-		if s, ok := sequence(n); ok {
-			out = append(out, child{n, s})
-		}
-	}
-	slices.SortFunc(out, func(a, b child) int {
-		if a.seq != b.seq {
-			return int(max(-1, min(1, a.seq-b.seq)))
-		}
-		return strings.Compare(a.name, b.name)
-	})
-	return out
-}
-
-// guidOf returns the GUID of one of our node names, or "".
-func guidOf(name string) string {
-	rest, ok := strings.CutPrefix(name, guidPrefix)
-	if !ok || len(rest) < 32+len(candInfix)+seqDigits {
-		return ""
+// parseCand parses a candidate node name of this layout.
+func parseCand(name string) (guid string, prio, seq int64, ok bool) {
+	rest, found := strings.CutPrefix(name, guidPrefix)
+	if !found || len(rest) != 32+len(prioInfix)+prioDigits+1+seqDigits {
+		return "", 0, 0, false
 	}
 	g := rest[:32]
-	if _, err := hex.DecodeString(g); err != nil || rest[32:len(rest)-seqDigits] != candInfix {
+	for i := 0; i < len(g); i++ {
+		if !isHex(g[i]) {
+			return "", 0, 0, false
+		}
+	}
+	rest = rest[32:]
+	if !strings.HasPrefix(rest, prioInfix) || rest[len(prioInfix)+prioDigits] != '-' {
+		return "", 0, 0, false
+	}
+	p, ok := decodePriority(rest[len(prioInfix) : len(prioInfix)+prioDigits])
+	if !ok {
+		return "", 0, 0, false
+	}
+	s, ok := sequence(name)
+	if !ok {
+		return "", 0, 0, false
+	}
+	return g, p, s, true
+}
+
+// isLead reports whether name is a leadership node of this layout.
+func isLead(name string) bool {
+	rest, ok := strings.CutPrefix(name, guidPrefix)
+	if !ok || len(rest) != 32+len(leadSuffix) || !strings.HasSuffix(rest, leadSuffix) {
+		return false
+	}
+	for i := 0; i < 32; i++ {
+		if !isHex(rest[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// view is one listing of the election path, sorted.
+type view struct {
+	order    []child  // blockers first (by sequence), then candidates: priority descending, sequence ascending
+	leader   bool     // _l is present
+	handover bool     // _t is present
+	leads    []string // leadership nodes present
+}
+
+// parseView sorts a listing of the election path.
+func parseView(names []string) view {
+	var v view
+	for _, n := range names {
+		switch {
+		case n == leaderName:
+			v.leader = true
+		case n == handoverName:
+			v.handover = true
+		case isLead(n):
+			v.leads = append(v.leads, n)
+		default:
+			if _, p, s, ok := parseCand(n); ok {
+				v.order = append(v.order, child{name: n, seq: s, prio: p})
+			} else if s, ok := sequence(n); ok {
+				v.order = append(v.order, child{name: n, seq: s, blocker: true})
+			}
+		}
+	}
+	slices.SortFunc(v.order, compareChildren)
+	return v
+}
+
+// compareChildren orders blockers first (by sequence), then candidate
+// nodes by priority, highest first, then by sequence.
+func compareChildren(a, b child) int {
+	switch {
+	case a.blocker != b.blocker:
+		if a.blocker {
+			return -1
+		}
+		return 1
+	case a.prio != b.prio && !a.blocker:
+		if a.prio > b.prio {
+			return -1
+		}
+		return 1
+	case a.seq != b.seq:
+		if a.seq < b.seq {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.name, b.name)
+}
+
+// guidOf returns the GUID of one of our candidate node names, or "".
+func guidOf(name string) string {
+	g, _, _, ok := parseCand(name)
+	if !ok {
 		return ""
 	}
 	return g
@@ -111,8 +231,8 @@ func guidOf(name string) string {
 // decodeNode checks a node in the order against the layout and returns the
 // leader it names (Token = its creation zxid), or why it is malformed.
 func decodeNode(name string, data []byte, st *gozk.Stat) (election.Leader, error) {
-	if guidOf(name) == "" {
-		return election.Leader{}, errors.New("name is not _c_<32 hex>-cand-<10 digits>")
+	if guidOf(name) == "" && name != leaderName {
+		return election.Leader{}, errors.New("name is not _c_<32 hex>-p<16 hex>-<10 digits>")
 	}
 	if st.EphemeralOwner == 0 {
 		return election.Leader{}, errors.New("not ephemeral")
@@ -129,7 +249,8 @@ func decodeNode(name string, data []byte, st *gozk.Stat) (election.Leader, error
 }
 
 // ErrMalformedNode: a child of the election path that takes part in the
-// order is not a candidate node of this package (see MalformedNodeError).
+// order, or the leader node, is not one of this package (see
+// MalformedNodeError).
 var ErrMalformedNode = errors.New("zk election: malformed node")
 
 // MalformedNodeError reports a node in the election's order that is not a
@@ -188,4 +309,25 @@ func validatePath(path string) error {
 		}
 	}
 	return nil
+}
+
+// handover is the record of a pending hand-over (_t): the candidate node
+// of its target.
+type handover struct {
+	V  int    `json:"v"`
+	To string `json:"to"`
+}
+
+func encodeHandover(to string) []byte {
+	b, _ := json.Marshal(handover{V: 1, To: to}) // cannot fail: plain fields
+	return b
+}
+
+// decodeHandover returns the target a hand-over record names, or "".
+func decodeHandover(data []byte) string {
+	var h handover
+	if json.Unmarshal(data, &h) != nil || h.V != 1 || guidOf(h.To) == "" {
+		return ""
+	}
+	return h.To
 }

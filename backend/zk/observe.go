@@ -9,15 +9,17 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/record"
 	"github.com/electkit/election/internal/watch"
 )
 
 // Leader implements election.Elector. It first syncs the connected server
 // with the ensemble's leader, so the answer is no older than the call;
-// then it reads the children and the node at the head of the order.
-// Persistent nodes are skipped; if the head is malformed, Leader returns a
+// then it reads the leader node. With no leader, it looks at the head of
+// the order: if a node that never leads holds it (a blocker, or a
+// candidate node whose record is malformed), Leader returns a
 // *MalformedNodeError (errors.Is ErrMalformedNode and election.ErrNoLeader)
-// that names it.
+// that names it. A malformed or persistent leader node gives one too.
 func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 	if err := ctx.Err(); err != nil {
 		return election.Leader{}, err
@@ -43,27 +45,36 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 		if errors.Is(err, errRetry) {
 			continue
 		}
+		if errors.Is(err, election.ErrNoLeader) {
+			var bad *MalformedNodeError
+			if !errors.As(err, &bad) {
+				if herr := e.headBlocker(ctx); herr != nil {
+					return election.Leader{}, herr
+				}
+			}
+		}
 		return l, err
 	}
 }
 
-// errRetry: the order changed while it was read; read again.
+// errRetry: the state changed while it was read; read again.
 var errRetry = errors.New("zk election: the order changed while reading")
 
-// head reads the children and the node at the head of the order: the
-// leader, or ErrNoLeader, or a *MalformedNodeError. With watch, it also
-// returns a channel that fires when the answer may have changed (a child
-// watch on the path, and a data watch on the head, or an exists watch on
-// the path when it is missing).
+// head reads the leader node: the leader, or ErrNoLeader, or a
+// *MalformedNodeError. With watch, it also returns a channel that fires
+// when the answer may have changed (a data watch on the leader node, or an
+// exists watch while it is missing).
 func (e *Elector) head(ctx context.Context, watch bool) (election.Leader, <-chan gozk.Event, error) {
-	var names []string
+	p := e.path + "/" + leaderName
+	var data []byte
+	var st *gozk.Stat
 	var cw <-chan gozk.Event
 	var err error
 	if derr := e.do(ctx, e.closing, func() {
 		if watch {
-			names, _, cw, err = e.conn.ChildrenW(e.path)
+			data, st, cw, err = e.conn.GetW(p)
 		} else {
-			names, _, err = e.conn.Children(e.path)
+			data, st, err = e.conn.Get(p)
 		}
 	}); derr != nil {
 		return election.Leader{}, nil, derr
@@ -73,73 +84,65 @@ func (e *Elector) head(ctx context.Context, watch bool) (election.Leader, <-chan
 			return election.Leader{}, nil, election.ErrNoLeader
 		}
 		var ok bool
-		if derr := e.do(ctx, e.closing, func() { ok, _, cw, err = e.conn.ExistsW(e.path) }); derr != nil {
+		if derr := e.do(ctx, e.closing, func() { ok, _, cw, err = e.conn.ExistsW(p) }); derr != nil {
 			return election.Leader{}, nil, derr
 		}
 		if err == nil && ok {
 			return election.Leader{}, nil, errRetry // created meanwhile
 		}
 		if err != nil {
-			return election.Leader{}, nil, e.readErr("watching the path", err)
+			return election.Leader{}, nil, e.readErr("watching the leader node", err)
 		}
 		return election.Leader{}, cw, election.ErrNoLeader
 	}
 	if err != nil {
-		return election.Leader{}, nil, e.readErr("listing candidates", err)
+		return election.Leader{}, nil, e.readErr("reading "+p, err)
 	}
-	for _, ch := range ordered(names) {
+	l, derr := decodeNode(leaderName, data, st)
+	if derr == nil && guidOf(record.Key(data)) == "" {
+		derr = errors.New("its record names no candidate node")
+	}
+	if derr != nil {
+		return election.Leader{}, cw, &MalformedNodeError{Path: p, EphemeralOwner: st.EphemeralOwner, Reason: derr.Error()}
+	}
+	return l, cw, nil
+}
+
+// headBlocker returns a *MalformedNodeError if the head of the order is a
+// node that never leads, or nil.
+func (e *Elector) headBlocker(ctx context.Context) error {
+	var names []string
+	var err error
+	if derr := e.do(ctx, e.closing, func() { names, _, err = e.conn.Children(e.path) }); derr != nil {
+		return derr
+	}
+	if err != nil {
+		return nil
+	}
+	for _, ch := range parseView(names).order {
 		p := e.path + "/" + ch.name
 		var data []byte
 		var st *gozk.Stat
-		var hw <-chan gozk.Event
-		if derr := e.do(ctx, e.closing, func() {
-			if watch {
-				data, st, hw, err = e.conn.GetW(p)
-			} else {
-				data, st, err = e.conn.Get(p)
-			}
-		}); derr != nil {
-			return election.Leader{}, nil, derr
-		}
-		if errors.Is(err, gozk.ErrNoNode) {
-			return election.Leader{}, nil, errRetry
+		if derr := e.do(ctx, e.closing, func() { data, st, err = e.conn.Get(p) }); derr != nil {
+			return derr
 		}
 		if err != nil {
-			return election.Leader{}, nil, e.readErr("reading "+p, err)
+			return nil
 		}
 		if st.EphemeralOwner == 0 {
-			e.log.Warn("zk election: skipping a persistent node in the election's order; it never leads", "path", p)
-			continue
+			continue // skipped: it never leads, and never blocks
 		}
-		l, derr := decodeNode(ch.name, data, st)
-		if watch {
-			cw = merge(e, cw, hw)
+		reason := "not a candidate node of this layout (an older version's, or another program's): it holds its place and never leads"
+		if !ch.blocker {
+			_, derr := decodeNode(ch.name, data, st)
+			if derr == nil {
+				return nil
+			}
+			reason = derr.Error()
 		}
-		if derr != nil {
-			return election.Leader{}, cw, &MalformedNodeError{Path: p, EphemeralOwner: st.EphemeralOwner, Reason: derr.Error()}
-		}
-		return l, cw, nil
+		return &MalformedNodeError{Path: p, EphemeralOwner: st.EphemeralOwner, Reason: reason}
 	}
-	return election.Leader{}, cw, election.ErrNoLeader
-}
-
-// merge returns a channel that fires when a or b does. Its goroutine ends
-// when either fires or the Elector closes; the watch channels are
-// buffered, so an abandoned one never blocks the client.
-func merge(e *Elector, a, b <-chan gozk.Event) <-chan gozk.Event {
-	out := make(chan gozk.Event, 1)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		select {
-		case ev := <-a:
-			out <- ev
-		case ev := <-b:
-			out <- ev
-		case <-e.closing:
-		}
-	}()
-	return out
+	return nil
 }
 
 func (e *Elector) readErr(what string, err error) error {
@@ -151,11 +154,11 @@ func (e *Elector) readErr(what string, err error) error {
 
 // Observe implements election.Elector. The first value is the state the
 // Elector's watcher read from ZooKeeper (it waits for that read); then
-// every change. The watcher holds a child watch on the election path and a
-// data watch on the head node, and reads again whenever one fires or is
-// lost (a reconnect, a new session), so it never skips the newest value. A
-// zero Leader means no leader now, including when the head of the order
-// is malformed (the node is logged).
+// every change. The watcher holds one watch, on the leader node (a data
+// watch, or an exists watch while it is missing), and reads again whenever
+// it fires or is lost (a reconnect, a new session), so it never skips the
+// newest value. A zero Leader means no leader now, including when the
+// leader node is malformed (it is logged).
 func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -21,7 +21,8 @@ func (e *Elector) withdraw(c *candidacy, cause error) {
 		return
 	}
 	e.cand = nil
-	e.pending = append(e.pending, c.node)
+	p := c.pend()
+	e.pending = append(e.pending, p)
 	e.mu.Unlock()
 	e.end(c, cause)
 	// A short wait, so that Campaign returns within 100 ms of its ctx
@@ -29,7 +30,7 @@ func (e *Elector) withdraw(c *candidacy, cause error) {
 	// reaper retries it in the background.
 	ctx, cancel := context.WithTimeout(e.bg, releaseWait)
 	defer cancel()
-	_ = e.deleteNode(ctx, c.node)
+	_ = e.deleteNode(ctx, p)
 }
 
 // releaseWait bounds how long Campaign and the leader wait for a node's
@@ -49,31 +50,103 @@ func (e *Elector) end(c *candidacy, cause error) {
 // drop deletes a node found orphaned or abandoned, waiting releaseWait at
 // most: a failed delete stays pending and the reaper retries it.
 func (e *Elector) drop(node string) {
+	e.dropPend(pend{node: node})
+}
+
+// dropPend releases p, waiting releaseWait at most: a failed release
+// stays pending and the reaper retries it.
+func (e *Elector) dropPend(p pend) {
 	e.mu.Lock()
-	e.pending = append(e.pending, node)
+	e.pending = append(e.pending, p)
 	e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(e.bg, releaseWait)
 	defer cancel()
-	_ = e.deleteNode(ctx, node)
+	_ = e.deleteNode(ctx, p)
+}
+
+// pend is a release to carry out: a candidate node, with the leader and
+// leadership nodes of its leadership if it led, or a hand-over to lapse.
+type pend struct {
+	node     string // a candidate node (or another node of this Elector's) to delete, or ""
+	lead     string // the leadership node of node's leadership, or ""
+	token    int64  // that leadership's token: the creation zxid of its _l
+	session  int64  // the session that made it
+	handover int64  // the creation zxid of a hand-over (_t) to withdraw, or 0
+}
+
+// pend returns the release of c: its node and, if it leads, its
+// leadership.
+func (c *candidacy) pend() pend {
+	return pend{node: c.node, lead: c.lead, token: int64(c.leader.Token), session: c.session}
+}
+
+// release carries out p. A leadership's nodes go with the candidate node
+// in one multi, guarded by the leadership node (unique to it): no other
+// claim can have happened while it exists, so the _l deleted with it is
+// this leadership's. If it is gone (another client deleted it), _l is
+// read first and deleted only if it is still this leadership's.
+func (e *Elector) release(ctx context.Context, p pend) error {
+	run := func(op func() error) error {
+		var rerr error
+		if err := e.do(ctx, nil, func() { rerr = op() }); err != nil {
+			return err
+		}
+		if errors.Is(rerr, gozk.ErrNoNode) || errors.Is(rerr, gozk.ErrBadVersion) {
+			return nil
+		}
+		return rerr
+	}
+	if p.handover != 0 {
+		return run(func() error { return e.dropIfCzxid(e.path+"/"+handoverName, p.handover, 0) })
+	}
+	if p.lead == "" {
+		return run(func() error { return e.conn.Delete(p.node, -1) })
+	}
+	var rerr error
+	if err := e.do(ctx, nil, func() {
+		_, rerr = e.conn.Multi(&gozk.DeleteRequest{Path: p.lead, Version: -1},
+			&gozk.DeleteRequest{Path: e.path + "/" + leaderName, Version: -1},
+			&gozk.DeleteRequest{Path: p.node, Version: -1})
+	}); err != nil {
+		return err
+	}
+	if rerr == nil || !errors.Is(rerr, gozk.ErrNoNode) {
+		return rerr
+	}
+	if err := run(func() error { return e.conn.Delete(p.lead, -1) }); err != nil {
+		return err
+	}
+	if err := run(func() error { return e.dropIfCzxid(e.path+"/"+leaderName, p.token, p.session) }); err != nil {
+		return err
+	}
+	return run(func() error { return e.conn.Delete(p.node, -1) })
+}
+
+// dropIfCzxid deletes the node at path if its creation zxid is czxid (and,
+// with session, its owner is that session), at the version read: the
+// shared names (_l, _t) are deleted only by the leadership or hand-over
+// that made them.
+func (e *Elector) dropIfCzxid(path string, czxid, session int64) error {
+	ok, st, err := e.conn.Exists(path)
+	if err != nil || !ok || st.Czxid != czxid || (session != 0 && st.EphemeralOwner != session) {
+		return err
+	}
+	return e.conn.Delete(path, st.Version)
 }
 
 // deleteNode deletes node, one of this Elector's, and takes it off the
 // pending list; a node already gone counts as deleted. On failure it stays
 // pending: Campaign, Resign and Close try again, and meanwhile it goes
 // with its session at the latest.
-func (e *Elector) deleteNode(ctx context.Context, node string) error {
-	var rerr error
-	err := e.do(ctx, nil, func() { rerr = e.conn.Delete(node, -1) })
+func (e *Elector) deleteNode(ctx context.Context, p pend) error {
+	err := e.release(ctx, p)
 	if err == nil {
-		err = rerr
-	}
-	if err == nil || errors.Is(err, gozk.ErrNoNode) {
-		e.unpend(node)
+		e.unpend(p)
 		return nil
 	}
-	e.log.Warn("zk election: deleting a candidate node failed; retrying in the background (it goes with its session at the latest)", "node", node, "err", err)
+	e.log.Warn("zk election: deleting a candidate node failed; retrying in the background (it goes with its session at the latest)", "node", p.node, "err", err)
 	e.reap()
-	return fmt.Errorf("zk election: deleting node %s: %w", node, err)
+	return fmt.Errorf("zk election: deleting node %s: %w", p.node, err)
 }
 
 // reap starts the reaper unless it runs: it retries the pending deletes
@@ -101,17 +174,13 @@ func (e *Elector) reap() {
 				e.mu.Unlock()
 				return
 			}
-			pending := append([]string(nil), e.pending...)
+			pending := append([]pend(nil), e.pending...)
 			e.mu.Unlock()
 			for _, p := range pending {
 				ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
-				var rerr error
-				err := e.do(ctx, nil, func() { rerr = e.conn.Delete(p, -1) })
-				if err == nil {
-					err = rerr
-				}
+				err := e.release(ctx, p)
 				cancel()
-				if err == nil || errors.Is(err, gozk.ErrNoNode) {
+				if err == nil {
 					e.unpend(p)
 				}
 			}
@@ -119,7 +188,7 @@ func (e *Elector) reap() {
 	}()
 }
 
-func (e *Elector) unpend(node string) {
+func (e *Elector) unpend(node pend) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i, p := range e.pending {
@@ -133,7 +202,7 @@ func (e *Elector) unpend(node string) {
 // deletePending tries once more to delete the nodes of ended candidacies.
 func (e *Elector) deletePending(ctx context.Context) []error {
 	e.mu.Lock()
-	pending := append([]string(nil), e.pending...)
+	pending := append([]pend(nil), e.pending...)
 	e.mu.Unlock()
 	var errs []error
 	for _, p := range pending {

@@ -19,12 +19,12 @@ import (
 // server does (100 ms), plus room for the scheduler on a loaded machine.
 const ctxBound = 100*time.Millisecond + 50*time.Millisecond
 
-// A Term that another connection ends (its node deleted, the path deleted
-// with it) reports ErrSessionLost, and so does OnDemoted; it ends at once
+// A Term that another connection ends (its leadership node or the leader
+// node deleted, the path deleted with it) reports ErrSessionLost, and so does OnDemoted; it ends at once
 // (its session lives on: nothing else would end it), in practice before the
 // next candidate's Campaign returns, which is logged, not promised.
 func TestNodeDeletedByAnotherEndsTermWithSentinel(t *testing.T) {
-	for _, what := range []string{"node", "path"} {
+	for _, what := range []string{"node", "leader", "path"} {
 		t.Run(what, func(t *testing.T) {
 			path := newPath(t)
 			admin := newConn(t)
@@ -42,16 +42,17 @@ func TestNodeDeletedByAnotherEndsTermWithSentinel(t *testing.T) {
 					aEnded bool
 				}{result{tb, err, time.Now()}, ta.Err() != nil}
 			}()
-			eventually(t, "b's node", func() bool { return len(children(t, admin, path)) == 2 })
+			eventually(t, "b's node", func() bool { return len(cands(t, admin, path)) == 2 })
 			names := children(t, admin, path)
-			var aNode string
-			for _, n := range names {
-				if data, _, err := admin.Get(path + "/" + n); err == nil && strings.Contains(string(data), `"a"`) {
-					aNode = n
-				}
+			aNode, err := a.Node(ta) // the leadership node
+			if err != nil {
+				t.Fatal(err)
 			}
-			if what == "node" {
-				if err := admin.Delete(path+"/"+aNode, -1); err != nil {
+			if what == "leader" {
+				aNode = path + "/_l"
+			}
+			if what != "path" {
+				if err := admin.Delete(aNode, -1); err != nil {
 					t.Fatal(err)
 				}
 			} else {
@@ -91,11 +92,11 @@ func TestHeartbeatEndsTermWithSentinel(t *testing.T) {
 	admin := newConn(t)
 	a := newElector(t, newConn(t), path, "a")
 	ta := lead(t, a)
-	names := children(t, admin, path)
-	if len(names) != 1 {
-		t.Fatalf("children %v", names)
+	node, err := a.Node(ta)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := admin.Set(path+"/"+names[0], []byte(`{"v":1,"id":"a"}`), -1); err != nil {
+	if _, err := admin.Set(node, []byte(`{"v":1,"id":"a"}`), -1); err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, ta, patience, "a's Term after its node changed")
@@ -114,7 +115,7 @@ func TestClosedConn(t *testing.T) {
 	b := newElector(t, bconn, path, "b")
 	ch := campaignAsync(ctxT(t), b)
 	admin := newConn(t)
-	eventually(t, "b's node", func() bool { return len(children(t, admin, path)) == 2 })
+	eventually(t, "b's node", func() bool { return len(cands(t, admin, path)) == 2 })
 	bconn.Close()
 	r := await(t, ch, 2*time.Second, "a waiter whose connection was closed")
 	if r.t != nil || !errors.Is(r.err, election.ErrSessionLost) {
@@ -139,7 +140,7 @@ func TestCtxHonouredWhenServerIsSilent(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctxT(t))
 	ch := campaignAsync(ctx, b)
 	admin := newConn(t)
-	eventually(t, "b's node", func() bool { return len(children(t, admin, path)) == 2 })
+	eventually(t, "b's node", func() bool { return len(cands(t, admin, path)) == 2 })
 	px.CutReplies()
 	cancel()
 	ended := time.Now()
@@ -270,10 +271,10 @@ func TestAbandonedCreateNeverBlocks(t *testing.T) {
 	if !errors.Is(r.err, context.DeadlineExceeded) {
 		t.Fatalf("b's Campaign = %v, %v; want context.DeadlineExceeded", r.t, r.err)
 	}
-	eventually(t, "b's create carried out", func() bool { return len(children(t, admin, path)) == 2 })
+	eventually(t, "b's create carried out", func() bool { return len(cands(t, admin, path)) == 2 })
 	px.Heal()
 	px.Reset() // the cut stream would never parse again: the client reconnects
-	eventually(t, "b's abandoned node deleted", func() bool { return len(children(t, admin, path)) == 1 })
+	eventually(t, "b's abandoned node deleted", func() bool { return len(cands(t, admin, path)) == 1 })
 	ch := campaignAsync(ctxT(t), b)
 	if err := a.Resign(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -293,7 +294,7 @@ func TestAbandonedCreateNeverBlocks(t *testing.T) {
 func TestCloseDeletesAbandonedCreate(t *testing.T) {
 	path, a, ta, b, px, admin := lostCreateReplies(t)
 	rb := campaignAsync(ctxT(t), b)
-	eventually(t, "b's create carried out", func() bool { return len(children(t, admin, path)) == 2 })
+	eventually(t, "b's create carried out", func() bool { return len(cands(t, admin, path)) == 2 })
 	closed := make(chan error, 1)
 	go func() { closed <- b.Close() }()
 	if r := await(t, rb, patience, "b's Campaign when b closes"); !errors.Is(r.err, election.ErrClosed) {
@@ -309,7 +310,7 @@ func TestCloseDeletesAbandonedCreate(t *testing.T) {
 	case <-time.After(patience):
 		t.Fatal("Close did not return")
 	}
-	if n := children(t, admin, path); len(n) != 1 {
+	if n := cands(t, admin, path); len(n) != 1 {
 		t.Errorf("after b closed, the election holds %v; want a's node alone", n)
 	}
 	c := newElector(t, newConn(t), path, "c")

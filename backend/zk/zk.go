@@ -51,8 +51,8 @@ type Elector struct {
 	mu      sync.Mutex
 	closed  bool
 	cand    *candidacy
-	pending []string // nodes of ended candidacies not yet deleted
-	reaping bool     // the reaper goroutine is running
+	pending []pend // nodes of ended candidacies not yet deleted
+	reaping bool   // the reaper goroutine is running
 	// abandoned holds the GUIDs of creates given up before their reply
 	// (ctx, Close, a lost connection): their node may exist, owned by this
 	// session, until found and deleted.
@@ -72,14 +72,16 @@ type Elector struct {
 type candidacy struct {
 	node    string // full path
 	name    string // child name
+	guid    string
 	seq     int64
 	session int64 // the session that owns the node
 	leader  election.Leader
+	lead    string // the leadership node's full path, once claimed (guarded by Elector.mu)
 
 	stop     chan struct{} // closed when the candidacy is withdrawn
 	stopOnce sync.Once
 	lc       *election.LeaseClock // set once leading (guarded by Elector.mu)
-	version  int32                // the node's data version (guarded by Elector.mu)
+	version  int32                // the leadership node's data version (guarded by Elector.mu)
 	writing  sync.Mutex           // a heartbeat and Proclaim never overlap: each needs the other's version
 }
 
@@ -146,13 +148,15 @@ func (e *Elector) ID() string { return e.o.ID }
 func (e *Elector) Reads() int64 { return e.reads.Load() }
 
 // Campaign implements election.Elector: it creates the candidate's node
-// (and the election path, if missing), waits until every node ahead of it
-// is gone — watching only the one just ahead (P9) — confirms that its node
-// is still there under its session with a check transaction through the
-// ensemble's leader, and returns a Term whose token is the node's creation
-// zxid. If the candidate already leads, it returns the current Term. If the
-// node vanishes while waiting (its session expired, someone deleted it, the
-// path was deleted), Campaign makes a new one and waits on.
+// (and the election path, if missing), placed in the order by its
+// Priority, waits until it heads the order with nobody leading and no
+// hand-over to another candidate pending (or a hand-over names it) —
+// watching one node at a time (P9) — and claims the leadership in one
+// multi that also checks its node under its session (P4). The Term's
+// token is the claim's zxid. If the candidate already leads, it returns
+// the current Term. If the node vanishes while waiting (its session
+// expired, someone deleted it, the path was deleted), Campaign makes a
+// new one and waits on.
 func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	if err := e.gate.Enter(ctx); err != nil {
 		return nil, err
@@ -212,7 +216,7 @@ func (e *Elector) Resign(ctx context.Context) error {
 	c := e.cand
 	e.cand = nil
 	if c != nil {
-		e.pending = append(e.pending, c.node)
+		e.pending = append(e.pending, c.pend())
 	}
 	e.mu.Unlock()
 	if c != nil {
@@ -242,7 +246,7 @@ func (e *Elector) Close() error {
 	c := e.cand
 	e.cand = nil
 	if c != nil {
-		e.pending = append(e.pending, c.node)
+		e.pending = append(e.pending, c.pend())
 	}
 	e.mu.Unlock()
 	if c != nil {
