@@ -13,7 +13,8 @@
 // Campaign blocks until the candidate leads and returns a Term: one
 // leadership, with a fencing token and a deadline. The Term stays valid
 // until Done is closed; Err then says why it ended (ErrResigned,
-// ErrLeaseExpired, ErrSessionLost, ErrPreempted, ErrUnhealthy, ErrClosed).
+// ErrLeaseExpired, ErrSessionLost, ErrPreempted, ErrTransferred,
+// ErrUnhealthy, ErrClosed).
 // Resign hands leadership to the next candidate at once; Close resigns,
 // withdraws and releases everything. Leader and Observe tell any candidate
 // who leads now.
@@ -65,6 +66,20 @@
 //     election's prefix never produce a leader; they are reported, and never
 //     crash the candidate.
 //   - P9 no herd: a leader change wakes O(1) waiting candidates.
+//
+// # Priority, preemption and transfer
+//
+// Among waiting candidates the highest Priority (WithPriority) leads next,
+// ties first come, first served; every backend keeps that order in its
+// store, so candidates agree on it without asking each other. A candidate
+// of higher priority than the leader waits for the leader to go, unless the
+// leader was made WithPreemption(holdOff): then it steps down (ErrPreempted)
+// for one that has waited holdOff, and that one leads next. Transfer hands
+// a Term on to a named waiting candidate, or to the best one, at once —
+// before a node is drained, say — and RequestTransfer asks the leader for
+// that from any process (elect transfer); Candidates lists who waits. A
+// leadership handed on is over before the next one begins (P3), and the
+// next token is higher (P2). Each backend documents its costs and bounds.
 //
 // # What is not promised: use the token
 //

@@ -172,12 +172,16 @@ func runCandidate(args []string, stderr io.Writer) int {
 	f.Duration(&cfg.TTL, "ttl", "D", harness.DefaultTTL, "TTL")
 	f.String(&cfg.Register, "register", "ADDR", "", "the register's host:port")
 	f.Duration(&cfg.Work, "work", "D", harness.DefaultWork, "work between the validity check and the write")
+	var prio int
+	f.Int(&prio, "priority", "N", 0, "the candidate's priority")
+	f.Duration(&cfg.Preempt, "preempt", "D", 0, "while leading, step down for a candidate of higher priority once it has waited D (0: never)")
 	f.Bool(&cfg.Session, "session", false, "etcd: campaign on a Session shared with a candidate of a second election (NAME"+harness.SideSuffix+")")
 	if err := f.Parse(args, func(string) (string, bool) { return "", false }); err != nil {
 		fmt.Fprintf(stderr, "elect %s: %v\n", candidateCommand, err)
 		return exitUsage
 	}
 	cfg.Endpoints = strings.Split(endpoints, ",")
+	cfg.Priority = int64(prio)
 	cfg.Log = stderr
 	// The etcd credentials come from the environment, not the command line
 	// that every user of the machine can read.

@@ -45,6 +45,10 @@ type CandidateConfig struct {
 	// process of a sharded service does. A session that ends (its lease
 	// revoked or expired) ends both; the process then opens a new one.
 	Session bool
+	// Priority and Preempt are the candidate's WithPriority and
+	// WithPreemption.
+	Priority int64
+	Preempt  time.Duration
 }
 
 // SideSuffix names the second election of a candidate on a session.
@@ -276,7 +280,8 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 	defer c.rep.flush(10 * time.Second)
 	logger := slog.New(slog.NewTextHandler(cfg.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := []election.Option{election.WithID(cfg.ID), election.WithTTL(cfg.TTL),
-		election.WithAfterRenew(c.afterRenew), election.WithLogger(logger)}
+		election.WithAfterRenew(c.afterRenew), election.WithLogger(logger),
+		election.WithPriority(cfg.Priority), election.WithPreemption(cfg.Preempt)}
 	var e election.Elector
 	switch cfg.Backend {
 	case "etcd":

@@ -36,6 +36,13 @@
 //	            every child, create a persistent node named like a
 //	            candidate's with sequence 0, make the path read-only
 //	            (setAcl) and writable again
+//	preempt     start a candidate of a priority above every other's; the
+//	            leader (every store candidate is made WithPreemption, a
+//	            hold-off of TTL/2) steps down for it; a random waiting
+//	            candidate stops (SIGTERM), to keep the number
+//	transfer    ask the leader through the store (RequestTransfer, as elect
+//	            transfer does) to hand its leadership to a random waiting
+//	            candidate
 //	crash       inmem: crash the leader's member; recover it
 //	partition   inmem: partition the leader away from every other member; heal
 //
@@ -78,14 +85,20 @@ const (
 	Crash     = "crash"
 	Partition = "partition"
 	Operator  = "operator"
+	Preempt   = "preempt"
+	Transfer  = "transfer"
 )
+
+// PreemptHold is the hold-off of the store candidates' WithPreemption: a
+// candidate of higher priority leads once it has waited half a TTL.
+func PreemptHold(ttl time.Duration) time.Duration { return ttl / 2 }
 
 // Kinds returns the fault kinds a backend supports, the default mix.
 func Kinds(backend string) []string {
 	if backend == "inmem" {
 		return []string{Crash, Partition}
 	}
-	return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator}
+	return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator, Preempt, Transfer}
 }
 
 // Defaults.
@@ -216,6 +229,7 @@ type run struct {
 	procs    []*proc // live candidates, in start order
 	storeCut map[int]bool
 	nextID   int
+	prio     int64 // the highest priority a preempt fault gave so far
 
 	mu     sync.Mutex
 	faults []nemesis.Fault
@@ -337,10 +351,13 @@ func (r *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
 }
 
 // spawn starts a fresh candidate with a new ID.
-func (r *run) spawn() (*proc, error) {
+func (r *run) spawn() (*proc, error) { return r.spawnWith(0) }
+
+// spawnWith starts a fresh candidate of the given priority.
+func (r *run) spawnWith(priority int64) (*proc, error) {
 	r.nextID++
 	id := fmt.Sprintf("c%d", r.nextID)
-	p, err := r.startProc(id)
+	p, err := r.startProc(id, priority)
 	if err != nil {
 		return nil, err
 	}
@@ -488,6 +505,10 @@ func (r *run) inject(ctx context.Context, kind string) error {
 		return r.garbage(ctx)
 	case Operator:
 		return r.operator(ctx)
+	case Preempt:
+		return r.preempt(ctx)
+	case Transfer:
+		return r.transfer(ctx)
 	}
 	return fmt.Errorf("unknown fault %q", kind)
 }

@@ -28,7 +28,7 @@ type proc struct {
 
 // startProc starts candidate id as an OS process of r.cfg.Bin, connected to
 // the store through fresh proxies (cut at once for the members in cut).
-func (r *run) startProc(id string) (*proc, error) {
+func (r *run) startProc(id string, priority int64) (*proc, error) {
 	p := &proc{id: id, exited: make(chan struct{})}
 	var eps []string
 	for i, addr := range r.st.addrs() {
@@ -56,6 +56,8 @@ func (r *run) startProc(id string) (*proc, error) {
 		"--ttl", r.cfg.TTL.String(),
 		"--register", r.reg.Addr(),
 		"--work", r.cfg.Work.String(),
+		"--priority", fmt.Sprint(priority),
+		"--preempt", PreemptHold(r.cfg.TTL).String(),
 	)
 	if r.cfg.Backend == "etcd" && OnSession(id) {
 		cmd.Args = append(cmd.Args, "--session")

@@ -12,6 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/etcd"
 	"github.com/electkit/election/internal/rig/embedetcd"
 )
 
@@ -39,6 +41,9 @@ type store interface {
 	// credentials returns the user and password candidates log in with;
 	// empty where the store has no authentication on.
 	credentials() (user, password string)
+	// transfer asks the election's leader, through the store, to hand its
+	// leadership to the candidate to (election.RequestTransfer).
+	transfer(ctx context.Context, to string) (election.Leader, error)
 	close()
 }
 
@@ -180,4 +185,13 @@ func (s *etcdStore) garbage(ctx context.Context, rng *rand.Rand) (func(context.C
 		}
 		return err
 	}, nil
+}
+
+func (s *etcdStore) transfer(ctx context.Context, to string) (election.Leader, error) {
+	e, err := etcd.New(s.cli, s.election(), election.WithID("nemesis-operator"))
+	if err != nil {
+		return election.Leader{}, err
+	}
+	defer e.Close()
+	return election.RequestTransfer(ctx, e, to)
 }

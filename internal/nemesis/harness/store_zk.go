@@ -9,6 +9,8 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/zk"
 	"github.com/electkit/election/internal/rig/zktest"
 )
 
@@ -98,4 +100,13 @@ func (s *zkStore) garbage(ctx context.Context, rng *rand.Rand) (func(context.Con
 		return remove, err
 	}
 	return remove, nil
+}
+
+func (s *zkStore) transfer(ctx context.Context, to string) (election.Leader, error) {
+	e, err := zk.Dial(ctx, zk.DialConfig{Servers: s.addrs()}, s.election(), election.WithID("nemesis-operator"))
+	if err != nil {
+		return election.Leader{}, err
+	}
+	defer e.Close()
+	return election.RequestTransfer(ctx, e, to)
 }
