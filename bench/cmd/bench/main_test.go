@@ -37,7 +37,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []string{"## Targets", "## Handover", "## Crash failover", "## Herd", "## Scale", "## In process"} {
+	for _, h := range []string{"## Targets", "## Handover", "## Transfer and preemption", "## Crash failover", "## Herd", "## Scale", "## In process"} {
 		if !bytes.Contains(md, []byte(h+"\n")) {
 			t.Errorf("report.md has no %q section", h)
 		}
@@ -61,7 +61,8 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"handover/etcd-1/ours", "handover/etcd-3/ours", "handover/zk-1/ours", "handover/zk-3/ours",
-		"handover/etcd-1/peer", "handover/etcd-1/floor", "handover/zk-3/floor", "crash/etcd-1/ours", "crash/zk-1/ours", "crash/etcd-1/peer"} {
+		"handover/etcd-1/peer", "handover/etcd-1/floor", "handover/zk-3/floor", "crash/etcd-1/ours", "crash/zk-1/ours", "crash/etcd-1/peer",
+		"transfer/etcd-1/ours", "transfer/zk-1/ours", "transfer/zk-3/floor"} {
 		if !seen[k] {
 			t.Errorf("no distribution %s", k)
 		}

@@ -21,7 +21,7 @@ import (
 )
 
 // Scenarios lists every scenario, in the order they run.
-var Scenarios = []string{"handover", "crash", "herd", "scale", "shards", "inprocess"}
+var Scenarios = []string{"handover", "transfer", "crash", "herd", "scale", "shards", "inprocess"}
 
 // Config is one run of the harness.
 type Config struct {
@@ -152,6 +152,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		switch s {
 		case "handover":
 			err = r.handover(ctx)
+		case "transfer":
+			err = r.transfer(ctx)
 		case "crash":
 			err = r.crash(ctx)
 		case "herd":

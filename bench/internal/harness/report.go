@@ -239,6 +239,22 @@ func (r *Report) Markdown() string {
 		}
 		w("\n")
 	}
+	if ds := r.dists("transfer"); len(ds) > 0 {
+		w("## Transfer and preemption\n\nThree candidates of backend/etcd or backend/zk (one leads, two wait, each on its own client; made WithPreemption(%v), priority 0) take turns, sample by sample: a handover (the leader's Resign → the head of the queue's Campaign returns), a transfer (the leader's election.Transfer to the last of the two waiters, passing over the head → the target's Campaign returns; Transfer reads the queue to find its target: a read more than the hand-over itself), and the floor; 20 ms after the previous sample each. The old leader campaigns again after each sample. Then preemptions: a candidate of priority 1 campaigns → its Campaign returns (its registration, the hold-off, the hand-over); it then resigns. In ms; \"÷ handover\" divides the row's p50 by the handover's.\n\n", preemptHold)
+		w("| store | case | n | p50 | p90 | p99 | ÷ handover |\n|---|---|---|---|---|---|---|\n")
+		for _, d := range ds {
+			rat := ""
+			if h := r.find("transfer", d.Target, "handover (Resign)", d.Lib); h != nil && d != h && d.Role != "floor" {
+				rat = ratio(d.Q(0.5), h.Q(0.5))
+			}
+			cas := d.Case
+			if d.Err != "" {
+				cas += " (error: " + d.Err + ")"
+			}
+			w("| %s | %s | %d | %s | %s | %s | %s |\n", d.Store, cas, len(d.MS), ms(d.Q(0.5)), ms(d.Q(0.9)), ms(d.Q(0.99)), rat)
+		}
+		w("\n")
+	}
 	if ds := r.dists("crash"); len(ds) > 0 {
 		w("## Crash failover\n\nThe leader's connection goes dark (its TCP proxy drops every byte both ways; no release) → the waiting candidate's Campaign returns, in ms. The store must expire the lease or session. Bound: TTL + 0.6 s (etcd), session timeout + 0.5 s (ZooKeeper); \"within\" is checked on the maximum.\n\n")
 		w("| store | TTL | library | n | p50 | p90 | p99 | max | bound | within |\n|---|---|---|---|---|---|---|---|---|---|\n")

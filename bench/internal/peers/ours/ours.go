@@ -149,3 +149,26 @@ func (p *process) Close() error {
 	p.c.Close()
 	return err
 }
+
+// NewElector makes an Elector of the election name on a connection of its
+// own, with the given options after its ID and TTL; done closes both. The
+// transfer scenario uses it, for what peer.Candidate does not carry
+// (Terms, priorities, Transfer).
+func (l *library) NewElector(_ context.Context, name, id string, ttl time.Duration, opts ...election.Option) (election.Elector, func(), error) {
+	c, err := l.d.Get(ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts = append([]election.Option{election.WithID(id), election.WithTTL(ttl)}, opts...)
+	var e election.Elector
+	if l.zk {
+		e, err = zk.New(c.ZK, name, opts...)
+	} else {
+		e, err = etcd.New(c.Etcd, name, opts...)
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return e, func() { e.Close(); c.Close() }, nil
+}
