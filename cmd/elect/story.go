@@ -246,17 +246,25 @@ func (s *story) transfer(ctx context.Context, cur demoEvent) (demoEvent, error) 
 	n := s.n
 	s.heading("transfer: the leader hands its leadership to a candidate it names")
 	leader := s.cand(cur.who)
+	// The last of the waiting candidates: the transfer passes over the
+	// others.
 	var target string
-	for _, id := range s.live() {
-		if id != cur.who {
-			target = id
+	err := pollUntil(ctx, s.limit, "waiting candidate", func() bool {
+		cs, err := election.Candidates(ctx, leader.e)
+		if err != nil || len(cs) == 0 {
+			return false
 		}
+		target = cs[len(cs)-1].ID
+		return true
+	})
+	if err != nil {
+		return demoEvent{}, err
 	}
 	mark := n.mark()
 	start := n.record(demoEvent{who: leader.id, kind: evTransfer,
 		detail: fmt.Sprintf("Transfer to %s: its term ends now, and %s leads next, ahead of the others", target, target)})
 	tctx, cancel := context.WithTimeout(ctx, s.limit)
-	err := election.Transfer(tctx, leader.e, cur.term, target, election.KeepLeading)
+	err = election.Transfer(tctx, leader.e, cur.term, target, election.KeepLeading)
 	cancel()
 	if err != nil {
 		return demoEvent{}, fmt.Errorf("%s: Transfer to %s: %w", leader.id, target, err)
@@ -473,4 +481,21 @@ func why(err error) string {
 		return "ended"
 	}
 	return err.Error()
+}
+
+// pollUntil asks cond, a question to the store, every few milliseconds
+// until it holds, for at most limit.
+func pollUntil(ctx context.Context, limit time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no %s within %v", what, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
 }

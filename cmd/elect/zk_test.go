@@ -40,7 +40,13 @@ func TestRunOnZooKeeper(t *testing.T) {
 	conn := zktest.Conn(t, []string{srv.Addr}, 2*time.Second)
 	waitFor(t, "b to campaign", func() bool {
 		names, _, err := conn.Children("/test/zk-run")
-		return err == nil && len(names) == 2
+		cands := 0
+		for _, n := range names {
+			if strings.HasPrefix(n, "_c_") && !strings.HasSuffix(n, "-lead") {
+				cands++ // a candidate node (the others: the leader's _l and leadership node)
+			}
+		}
+		return err == nil && cands == 2
 	})
 	first := readEntries(t, out)[0]
 	_ = a.cmd.Process.Signal(syscall.SIGKILL)

@@ -920,6 +920,9 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *key, cause
 		led, pending := e.s.led(target)
 		if led {
 			if early {
+				// Late: after the target's Campaign has returned (in a
+				// bubble, once everything else blocks).
+				time.Sleep(time.Millisecond)
 				lc.End(cause)
 			}
 			return nil
