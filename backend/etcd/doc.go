@@ -17,6 +17,8 @@
 // Under the election's name N (see layout.go for the exact format):
 //
 //	N/_l                                      the leader key, under the leader's lease
+//	N/_r                                      a transfer request (RequestTransfer), while one is pending
+//	N/_t                                      a pending hand-over (Transfer, preemption), under its target's lease
 //	N/_c/<priority><arrival>-<lease>-<nonce>  one queue key per candidate, under its lease
 //
 // Queue keys sort so that the candidate ahead sorts after: higher
@@ -250,6 +252,15 @@
 // the queue that finds N/_t naming a queue key that is gone, or N/_t
 // without a lease, deletes it. Candidates lists the waiting candidates
 // with one read of the whole queue.
+//
+// RequestTransfer, from any Elector of the election (campaigning or not;
+// elect transfer), puts the request key N/_r naming the leader's token
+// and the target, only while that token leads, and watches the leader key
+// until the target has created it. The leader's watch covers N/_r (it runs
+// from its queue key to N/_r); it honours a request for its own token as
+// Transfer with KeepLeading does, and answers one it cannot honour (no
+// such waiting candidate) in the key. The requester deletes the key when
+// it returns; a request for an earlier token is ignored.
 //
 // A leader made WithPreemption(hold) follows the keys above its own — of
 // strictly higher priority (a candidate of equal priority that sorts
