@@ -110,6 +110,12 @@
 //     its confirmation or been taken for dead: with a crashed member, a
 //     transfer takes about that timeout.
 //
+// The Elector is not an election.TransferRequester: every member of a
+// Cluster lives in this process, so a program that wants the leadership
+// moved calls Transfer on the leading member's Elector (the one whose
+// Campaign returned the Term); RequestTransfer returns an error wrapping
+// errors.ErrUnsupported.
+//
 // Every algorithm supports both, Zab included (its target needs the ACKs
 // of a majority, as any Zab leader). The algorithms' own ways to let a
 // better node take over (the bully's bullying; a ring, LCR, HS or tree
