@@ -46,6 +46,7 @@ type Term struct {
 	deadline time.Time
 	ended    bool
 	timer    *time.Timer
+	onEnd    func() // called under mu when the Term ends (the Observer's Ended)
 }
 
 // Leader describes this leadership. The returned Value is a copy.
@@ -58,6 +59,10 @@ func (t *Term) Leader() Leader {
 // Token is the fencing token of this leadership: strictly increasing across
 // the election's leaderships. Pass it to every resource the leader writes.
 func (t *Term) Token() uint64 { return t.leader.Token }
+
+// Window is how long the Term stays valid after the send time of a
+// successful renewal: TTL/(1+Drift) − Margin of the Elector's options.
+func (t *Term) Window() time.Duration { return t.window }
 
 // Done is closed when the leadership ends or may have ended.
 func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
@@ -108,6 +113,7 @@ type LeaseClock struct {
 	t      *Term
 	before BeforeRenewFunc
 	after  AfterRenewFunc
+	obs    *Observer
 	log    func(msg string, args ...any)
 
 	// Hook queue, guarded by t.mu. The hook goroutine exists only if a hook
@@ -128,13 +134,13 @@ func NewTerm(o Options, l Leader, sent time.Time) (*Term, *LeaseClock) {
 	l.Value = append([]byte(nil), l.Value...)
 	sent = clampSent(sent, clock.Now())
 	t := &Term{leader: l, window: o.Window(), ctx: ctx, cancel: cancel, deadline: sent.Add(o.Window())}
-	c := &LeaseClock{t: t, before: o.BeforeRenew, after: o.AfterRenew, hooksDone: make(chan struct{})}
+	c := &LeaseClock{t: t, before: o.BeforeRenew, after: o.AfterRenew, obs: o.Observer, hooksDone: make(chan struct{})}
 	if o.Logger != nil {
 		c.log = o.Logger.Warn
 	} else {
 		c.log = func(string, ...any) {}
 	}
-	if c.before != nil || c.after != nil {
+	if c.before != nil || c.after != nil || c.obs != nil {
 		c.wake = make(chan struct{}, 1)
 		go c.hookLoop()
 	} else {
@@ -142,12 +148,30 @@ func NewTerm(o Options, l Leader, sent time.Time) (*Term, *LeaseClock) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if d := clock.Until(t.deadline); d > 0 {
-		t.timer = time.AfterFunc(d, c.expire)
-	} else {
+	d := clock.Until(t.deadline)
+	if d <= 0 {
 		t.endLocked(ErrLeaseExpired)
+		return t, c
+	}
+	t.timer = time.AfterFunc(d, c.expire)
+	if obs := c.obs; obs != nil {
+		if obs.Elected != nil {
+			ld, deadline := t.Leader(), t.deadline
+			c.enqueueLocked(func() { c.observe("Elected", func() { obs.Elected(ld, deadline) }) })
+		}
+		if obs.Ended != nil {
+			t.onEnd = func() {
+				ld, cause := t.Leader(), context.Cause(t.ctx)
+				c.enqueueLocked(func() { c.observe("Ended", func() { obs.Ended(ld, cause) }) })
+			}
+		}
 	}
 	return t, c
+}
+
+// observe calls one of the Observer's functions, logging a panic.
+func (c *LeaseClock) observe(name string, f func()) {
+	_ = c.callHook("Observer."+name, func() error { f(); return nil })
 }
 
 // Term returns the Term this clock drives.
@@ -197,6 +221,7 @@ func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time {
 	}
 	sent = clampSent(sent, now)
 	late := !now.Before(t.deadline)
+	slack := t.deadline.Sub(sent)
 	switch {
 	case err != nil:
 	case late:
@@ -216,6 +241,10 @@ func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time {
 				c.End(fmt.Errorf("%w: %w", ErrUnhealthy, err))
 			}
 		})
+	}
+	if obs := c.obs; obs != nil && obs.Renewed != nil {
+		r := Renewal{Leader: t.Leader(), Sent: sent, Latency: now.Sub(sent), Err: err, Deadline: t.deadline}
+		c.enqueueLocked(func() { c.observe("Renewed", func() { obs.Renewed(r, slack) }) })
 	}
 	if late {
 		t.endLocked(ErrLeaseExpired)
@@ -260,6 +289,9 @@ func (t *Term) endLocked(cause error) {
 		t.timer.Stop()
 	}
 	t.cancel(cause)
+	if t.onEnd != nil {
+		t.onEnd()
+	}
 }
 
 // expire runs on the deadline timer. A renewal may have moved the deadline

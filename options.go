@@ -107,6 +107,8 @@ type Options struct {
 	// BeforeRenew and AfterRenew are the lease-renewal hooks. Default none.
 	BeforeRenew BeforeRenewFunc
 	AfterRenew  AfterRenewFunc
+	// Observer receives the Terms' events (WithObserver). Default none.
+	Observer *Observer
 }
 
 // An Option sets one field of Options.

@@ -29,6 +29,10 @@ type Callbacks struct {
 	// OnError is called with each Campaign error that Run retries after a
 	// backoff (not ctx's end, not ErrClosed, which end Run).
 	OnError func(error)
+	// Observer gets Run's own events: each Campaign's wait and outcome,
+	// and every leader change Observe reports (Campaigned, LeaderChanged).
+	// Give the Elector the same Observer (WithObserver) for its Terms.
+	Observer *Observer
 }
 
 // Backoff between campaigns: after a Campaign error, and after a term ends
@@ -59,7 +63,11 @@ func Run(ctx context.Context, e Elector, cb Callbacks) error {
 	rctx, stop := context.WithCancel(ctx)
 	r.stop = stop
 	defer r.wait()
-	if cb.OnLeader != nil {
+	var campaigned func(time.Duration, error)
+	if o := cb.Observer; o != nil {
+		campaigned = o.Campaigned
+	}
+	if cb.OnLeader != nil || (cb.Observer != nil && cb.Observer.LeaderChanged != nil) {
 		r.observe(rctx)
 	}
 	b := backoff.NewExponentialBackOff(
@@ -68,7 +76,11 @@ func Run(ctx context.Context, e Elector, cb Callbacks) error {
 		backoff.WithMaxElapsedTime(0),
 	)
 	for {
+		started := clock.Now()
 		t, err := e.Campaign(rctx)
+		if campaigned != nil && rctx.Err() == nil {
+			r.guard(func() { campaigned(clock.Since(started), err) })
+		}
 		switch {
 		case rctx.Err() != nil:
 			if t != nil { // won as ctx ended: step down without callbacks
@@ -121,7 +133,12 @@ func (r *runner) observe(ctx context.Context) {
 			}
 		}()
 		for l := range ch {
-			r.cb.OnLeader(l)
+			if o := r.cb.Observer; o != nil && o.LeaderChanged != nil {
+				o.LeaderChanged(l)
+			}
+			if r.cb.OnLeader != nil {
+				r.cb.OnLeader(l)
+			}
 		}
 	}()
 }

@@ -1,0 +1,37 @@
+package election
+
+import "time"
+
+// Observer receives what happens to an Elector's Terms and, under Run, to
+// its campaigns: what a metrics package needs, with no code of its own in
+// any backend (every backend drives its Terms through a LeaseClock). Give
+// it to the Elector with WithObserver, and to Run with Callbacks.Observer.
+// Every field may be nil.
+//
+// The calls for one Term come in order — Elected, then each renewal, then
+// Ended — on the goroutine that runs its renewal hooks, so they must return
+// quickly; the calls of different Terms, and Run's, may come concurrently.
+// A Term that had already ended when it was created (its deadline passed:
+// the backend does not hand it out) is not reported.
+type Observer struct {
+	// Elected: a Term began; l carries its token, deadline its first
+	// deadline.
+	Elected func(l Leader, deadline time.Time)
+	// Renewed: a renewal attempt of a Term, as the after-renewal hook gets
+	// it, and the slack: how much of the Term's validity was left when the
+	// attempt was sent (the deadline before it, minus its send time;
+	// negative when it left too late). A slack falling toward zero warns
+	// that the lease is about to be lost.
+	Renewed func(r Renewal, slack time.Duration)
+	// Ended: a Term ended, with why (its Err).
+	Ended func(l Leader, cause error)
+	// Campaigned (Run): a Campaign call returned after waiting wait, with
+	// its error (nil: it led).
+	Campaigned func(wait time.Duration, err error)
+	// LeaderChanged (Run): Observe reported a change of leader (a zero
+	// Leader: none), the same values OnLeader gets.
+	LeaderChanged func(l Leader)
+}
+
+// WithObserver gives the Elector an Observer of its Terms (see Observer).
+func WithObserver(o *Observer) Option { return func(opt *Options) { opt.Observer = o } }
