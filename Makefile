@@ -9,9 +9,9 @@ GO ?= go
 ZOOKEEPER_JAR ?= /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps fmt-check lint imports vet unit bench bench-check gobench nemesis
+.PHONY: test deps fmt-check lint imports vet unit bench bench-check metrics-check gobench nemesis
 
-test: deps fmt-check vet lint unit bench-check
+test: deps fmt-check vet lint unit bench-check metrics-check
 
 # ZooKeeper: the Java server of Debian's zookeeper package. Curator: its
 # recipes (LeaderLatch) and their jars, for the bench module's Curator peer,
@@ -64,6 +64,11 @@ unit:
 # library's graph). Its go commands download what it needs on a fresh clone.
 bench-check: deps
 	cd bench && $(GO) vet ./... && $(GO) test -race -short -count=1 ./...
+
+# The metrics module (its own go.mod: client_golang stays out of the
+# library's graph): vet, staticcheck and its tests with the race detector.
+metrics-check:
+	cd metrics && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
 
 bench: deps
 	cd bench && $(GO) run ./cmd/bench -out ../bench-results
