@@ -283,6 +283,33 @@ func (c *LeaseClock) Wait() {
 	<-c.hooksDone
 }
 
+// HandOverWait bounds how long a backend that hands a leadership on
+// (Transfer, preemption) waits, after ending the Term, for its renewal
+// hooks and its Observer to return before the hand-over is sent.
+const HandOverWait = 100 * time.Millisecond
+
+// AwaitHooks waits, for at most d, until the ended Term's hooks and
+// Observer calls have all returned, and reports whether they had. A backend
+// calls it after End and before it hands the leadership on, so that what
+// the old Term's Observer.Ended reports (a demotion, to a log or a monitor)
+// happens before the next leader can begin. It must not be called from a
+// hook.
+func (c *LeaseClock) AwaitHooks(d time.Duration) bool {
+	select {
+	case <-c.hooksDone:
+		return true
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c.hooksDone:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 func (t *Term) endLocked(cause error) {
 	t.ended = true
 	if t.timer != nil {

@@ -65,7 +65,11 @@ func (f Fallback) String() string {
 // lapses — it is withdrawn, or goes with the target's lease — and the next
 // leader comes from the normal order: Transfer returns an error wrapping
 // ErrTransferFailed (or ctx's error). A leadership handed on is not taken
-// back: the old Term is over before the target can lead (P3).
+// back: the old Term is over before the target can lead (P3). On the
+// store backends (etcd, ZooKeeper) its renewal hooks and Observer
+// (Observer.Ended) have also returned before the hand-over is sent, unless
+// they take longer than HandOverWait. Do not call Transfer from a renewal
+// hook.
 //
 // An Elector that cannot transfer returns an error wrapping
 // errors.ErrUnsupported, with t untouched. A t that is not e's valid Term

@@ -144,9 +144,12 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	if !slices.Contains(e.pending, c) && !e.closed {
 		e.pending = append(e.pending, c)
 	}
-	token := c.token
+	token, lc := c.token, c.lc
 	e.mu.Unlock()
 	e.end(c, cause)
+	if lc != nil {
+		lc.AwaitHooks(election.HandOverWait) // the old Term's Observer.Ended before the next leader
+	}
 	tkey := string(target.Key)
 	resp, err := e.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token),

@@ -223,6 +223,7 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target string, cau
 	defer e.wg.Done()
 	lc.End(cause) // before the hand-over is sent (P3)
 	c.halt()
+	lc.AwaitHooks(election.HandOverWait) // the old Term's Observer.Ended before the next leader
 
 	hp := e.path + "/" + handoverName
 	tp := e.path + "/" + target

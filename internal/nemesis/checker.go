@@ -214,7 +214,7 @@ func CheckCallbacks(h *History) Verdict {
 		var open *Event // the open Term's Elected
 		for _, e := range evs {
 			n++
-			if e.Kind == Renewed {
+			if e.Kind == Renewed || e.Kind == Ended {
 				// A renewal belongs to a Term of its process, but its
 				// instant may precede OnElected (the first renewal can
 				// come back before OnElected starts) or follow the Term's

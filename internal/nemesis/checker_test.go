@@ -499,3 +499,31 @@ func TestCheckValidTermsOperatorGrace(t *testing.T) {
 		t.Errorf("CheckValidTerms (no grace) let an overlap pass: %s", v.Detail)
 	}
 }
+
+// A Term reported Ended (by its lease clock, before a hand-over) is over
+// then, even if its process is killed before OnDemoted: a successor elected
+// after the Ended does not overlap it; one elected before does.
+func TestCheckValidTermsEndedBeforeKill(t *testing.T) {
+	base := func(bElectedMs int64) *History {
+		ended := Event{Kind: Ended, Candidate: "a", Token: 1, At: at(340)}
+		return &History{Start: t0, End: at(3000),
+			Events: []Event{
+				elected("a", 1, 0, 500),
+				renewed("a", 1, 300, 800),
+				ended, // a hands over, then is killed: no Demoted
+				elected("b", 2, bElectedMs, bElectedMs+500),
+				demoted("b", 2, bElectedMs+400),
+			},
+			Killed: map[string]int64{"a": at(350)},
+		}
+	}
+	if v := CheckValidTerms(base(345)); !v.OK {
+		t.Errorf("b elected after a's Term ended judged invalid: %s", v.Detail)
+	}
+	if v := CheckValidTerms(base(330)); v.OK {
+		t.Errorf("b elected before a's Term ended judged valid")
+	}
+	if v := CheckCallbacks(base(345)); !v.OK {
+		t.Errorf("an Ended event broke the callback check: %s", v.Detail)
+	}
+}

@@ -30,6 +30,10 @@ const (
 	Elected EventKind = "elected" // OnElected began; Deadline is the Term's
 	Renewed EventKind = "renewed" // a renewal moved the Deadline
 	Demoted EventKind = "demoted" // OnDemoted ran; Err is the Term's Err
+	// Ended: the Term ended (its lease clock's Observer.Ended), reported
+	// before a hand-over of the leadership is sent; its validity is over.
+	// OnDemoted follows.
+	Ended EventKind = "ended"
 )
 
 // Event is one report of a candidate about one of its Terms.

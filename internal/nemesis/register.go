@@ -278,9 +278,9 @@ func (r *Register) handleReport(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	switch ev.Kind {
-	case Elected, Renewed, Demoted:
+	case Elected, Renewed, Demoted, Ended:
 	default:
-		http.Error(w, fmt.Sprintf("nemesis: event kind %q is not elected, renewed or demoted", ev.Kind), http.StatusBadRequest)
+		http.Error(w, fmt.Sprintf("nemesis: event kind %q is not elected, renewed, ended or demoted", ev.Kind), http.StatusBadRequest)
 		return
 	}
 	if ev.Candidate == "" {

@@ -65,6 +65,10 @@ func Terms(h *History) []Term {
 				if open != nil && open.Token == e.Token {
 					closeOpen(e.At, "demoted")
 				}
+			case Ended:
+				if open != nil && open.Token == e.Token && e.PID == open.PID {
+					closeOpen(e.At, "ended")
+				}
 			}
 		}
 		if open != nil {

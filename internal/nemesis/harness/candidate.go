@@ -204,6 +204,25 @@ func (c *candidate) afterRenew(rn election.Renewal) {
 		At: mono.Of(rn.Sent.Add(rn.Latency)), Deadline: mono.Of(rn.Deadline)})
 }
 
+// observer reports the end of each Term as the lease clock sees it, and
+// waits (briefly) for the register to have it: a hand-over of the
+// leadership (Transfer, preemption) is sent only after, so the register
+// knows the Term was over before the next leader began, even if this
+// process is killed right after.
+func (c *candidate) observer() *election.Observer {
+	return &election.Observer{Ended: func(l election.Leader, cause error) {
+		msg := ""
+		if cause != nil {
+			msg = cause.Error()
+		}
+		delivered := c.rep.add(nemesis.Event{Kind: nemesis.Ended, Candidate: c.id, PID: c.pid, Token: l.Token, At: mono.Now(), Err: msg})
+		select {
+		case <-delivered:
+		case <-time.After(50 * time.Millisecond):
+		}
+	}}
+}
+
 func (c *candidate) callbacks() election.Callbacks {
 	return election.Callbacks{OnElected: c.onElected, OnDemoted: c.onDemoted}
 }
@@ -280,7 +299,7 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 	defer c.rep.flush(10 * time.Second)
 	logger := slog.New(slog.NewTextHandler(cfg.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := []election.Option{election.WithID(cfg.ID), election.WithTTL(cfg.TTL),
-		election.WithAfterRenew(c.afterRenew), election.WithLogger(logger),
+		election.WithAfterRenew(c.afterRenew), election.WithLogger(logger), election.WithObserver(c.observer()),
 		election.WithPriority(cfg.Priority), election.WithPreemption(cfg.Preempt)}
 	var e election.Elector
 	switch cfg.Backend {
