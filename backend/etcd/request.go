@@ -2,7 +2,6 @@ package etcd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,31 +10,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/record"
 )
 
 var _ election.TransferRequester = (*Elector)(nil)
-
-// transferRequest is the value of the request key N/_r.
-type transferRequest struct {
-	V     int    `json:"v"`
-	To    string `json:"to"`              // the target's ID, "" for the best waiting candidate
-	Token int64  `json:"token"`           // the leadership asked to transfer
-	By    string `json:"by"`              // the requester's ID
-	Error string `json:"error,omitempty"` // the leader's answer when it cannot transfer
-	// NoCandidate: Error says that the target is not waiting.
-	NoCandidate bool `json:"no_candidate,omitempty"`
-}
-
-func decodeRequest(b []byte) (transferRequest, error) {
-	var r transferRequest
-	if err := json.Unmarshal(b, &r); err != nil {
-		return r, err
-	}
-	if r.V != 1 {
-		return r, fmt.Errorf("request version %d, want 1", r.V)
-	}
-	return r, nil
-}
 
 // RequestTransfer implements election.TransferRequester: it puts the
 // request key, naming the leader's token (only while that token still
@@ -64,7 +42,7 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 	if cur.ID == to {
 		return cur, nil // it leads already
 	}
-	b, _ := json.Marshal(transferRequest{V: 1, To: to, Token: token, By: e.o.ID}) // plain fields
+	b := record.EncodeRequest(record.TransferRequest{To: to, Token: uint64(token), By: e.o.ID})
 	put, err := e.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token)).
 		Then(clientv3.OpPut(e.lay.request, string(b))).Commit()
@@ -109,12 +87,12 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 			case string(kv.Key) == e.lay.request && ev.Type == clientv3.EventTypeDelete:
 				return election.Leader{}, fmt.Errorf("%w: the request was deleted by another client before %s answered", election.ErrTransferFailed, cur)
 			case string(kv.Key) == e.lay.request:
-				r, err := decodeRequest(kv.Value)
-				if err == nil && r.Token == token {
+				r, err := record.DecodeRequest(kv.Value)
+				if err == nil && r.Token == uint64(token) {
 					last = kv.ModRevision
 				}
 				switch {
-				case err != nil || r.Token != token:
+				case err != nil || r.Token != uint64(token):
 					return election.Leader{}, fmt.Errorf("%w: another client replaced the request", election.ErrTransferFailed)
 				case r.Error != "" && r.NoCandidate:
 					return election.Leader{}, fmt.Errorf("%w: %s answered: %s", election.ErrNoCandidate, cur, r.Error)
@@ -141,8 +119,8 @@ func (f *follower) request(ev *clientv3.Event, token int64) bool {
 	if ev.Type != clientv3.EventTypePut {
 		return false
 	}
-	r, err := decodeRequest(ev.Kv.Value)
-	if err != nil || r.Token != token || r.Error != "" {
+	r, err := record.DecodeRequest(ev.Kv.Value)
+	if err != nil || r.Token != uint64(token) || r.Error != "" {
 		return false
 	}
 	e, c := f.e, f.c
@@ -173,9 +151,9 @@ func (f *follower) request(ev *clientv3.Event, token int64) bool {
 
 // answer puts the leader's reason for not honouring request r into the
 // request key, if it still holds r.
-func (f *follower) answer(ctx context.Context, kv *mvccpb.KeyValue, r transferRequest, why string, noCandidate bool) {
+func (f *follower) answer(ctx context.Context, kv *mvccpb.KeyValue, r record.TransferRequest, why string, noCandidate bool) {
 	r.Error, r.NoCandidate = why, noCandidate
-	b, _ := json.Marshal(r)
+	b := record.EncodeRequest(r)
 	_, err := f.e.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(f.e.lay.request), "=", kv.ModRevision)).
 		Then(clientv3.OpPut(f.e.lay.request, string(b))).Commit()
 	if err != nil {

@@ -2,13 +2,13 @@ package zk
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/record"
 )
 
 // requestName is the transfer request node: ephemeral, of the requester's
@@ -16,28 +16,6 @@ import (
 const requestName = "_r"
 
 var _ election.TransferRequester = (*Elector)(nil)
-
-// transferRequest is the data of the request node.
-type transferRequest struct {
-	V     int    `json:"v"`
-	To    string `json:"to"`              // the target's ID, "" for the best waiting candidate
-	Token uint64 `json:"token"`           // the leadership asked to transfer
-	By    string `json:"by"`              // the requester's ID
-	Error string `json:"error,omitempty"` // the leader's answer when it cannot
-	// NoCandidate: Error says that the target is not waiting.
-	NoCandidate bool `json:"no_candidate,omitempty"`
-}
-
-func decodeRequest(b []byte) (transferRequest, error) {
-	var r transferRequest
-	if err := json.Unmarshal(b, &r); err != nil {
-		return r, err
-	}
-	if r.V != 1 {
-		return r, fmt.Errorf("request version %d, want 1", r.V)
-	}
-	return r, nil
-}
 
 // RequestTransfer implements election.TransferRequester: it creates the
 // request node (ephemeral: it goes with this Elector's session), naming
@@ -53,7 +31,7 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 	if cur.ID == to {
 		return cur, nil
 	}
-	data, _ := json.Marshal(transferRequest{V: 1, To: to, Token: cur.Token, By: e.o.ID}) // plain fields
+	data := record.EncodeRequest(record.TransferRequest{To: to, Token: cur.Token, By: e.o.ID})
 	node := e.path + "/" + requestName
 	var cerr error
 	if derr := e.do(ctx, e.closing, func() { _, cerr = e.conn.Create(node, data, gozk.FlagEphemeral, e.cfg.NodeACL) }); derr != nil {
@@ -84,7 +62,7 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 		if gerr != nil {
 			return election.Leader{}, fmt.Errorf("%w: zk election %s: the request node: %w", election.ErrTransferFailed, e.path, gerr)
 		}
-		if r, err := decodeRequest(got); err == nil && r.Error != "" {
+		if r, err := record.DecodeRequest(got); err == nil && r.Error != "" {
 			if r.NoCandidate {
 				return election.Leader{}, fmt.Errorf("%w: %s answered: %s", election.ErrNoCandidate, cur, r.Error)
 			}
@@ -169,7 +147,7 @@ func (e *Elector) watchRequest(c *candidacy) requestWatch {
 // token: as Transfer with KeepLeading. A request it cannot honour is
 // answered in the node. It reports whether the leadership was handed over.
 func (e *Elector) serveRequest(c *candidacy, t *election.Term, rw requestWatch) bool {
-	r, err := decodeRequest(rw.data)
+	r, err := record.DecodeRequest(rw.data)
 	if err != nil || r.Token != c.leader.Token || r.Error != "" {
 		return false
 	}
@@ -187,7 +165,7 @@ func (e *Elector) serveRequest(c *candidacy, t *election.Term, rw requestWatch) 
 		}
 	}
 	r.Error, r.NoCandidate = err.Error(), errors.Is(err, election.ErrNoCandidate)
-	data, _ := json.Marshal(r)
+	data := record.EncodeRequest(r)
 	node := e.path + "/" + requestName
 	var serr error
 	if derr := e.do(ctx, c.stop, func() {
