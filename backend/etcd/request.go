@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/record"
+	"github.com/electkit/election/internal/skeleton"
 )
 
 var _ election.TransferRequester = (*Elector)(nil)
@@ -126,21 +126,15 @@ func (f *follower) request(ev *clientv3.Event, token int64) bool {
 	e, c := f.e, f.c
 	ctx, cancel := context.WithTimeout(e.bg, 2*e.o.Window())
 	defer cancel()
-	ws, err := e.readQueue(ctx)
+	w, ok, err := e.target(ctx, c, r.To)
 	if err != nil {
 		f.answer(ctx, ev.Kv, r, "reading the queue: "+err.Error(), false)
 		return false
 	}
-	i := slices.IndexFunc(ws, func(w waiter) bool { return string(w.kv.Key) != c.key && (r.To == "" || w.ld.ID == r.To) })
-	if i < 0 {
-		what := fmt.Sprintf("%q is not waiting", r.To)
-		if r.To == "" {
-			what = "no candidate is waiting"
-		}
-		f.answer(ctx, ev.Kv, r, what, true)
+	if !ok {
+		f.answer(ctx, ev.Kv, r, skeleton.NotWaiting(r.To), true)
 		return false
 	}
-	w := ws[i]
 	e.log.Info("etcd election: transferring the leadership as requested", "token", token, "to", w.ld.ID, "by", r.By)
 	err = e.handOver(ctx, c, w.kv, w.ld.ID, fmt.Errorf("%w to %s, as %s requested", election.ErrTransferred, w.ld.ID, r.By))
 	if err != nil && !errors.Is(err, election.ErrClosed) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/record"
+	"github.com/electkit/election/internal/skeleton"
 )
 
 var (
@@ -86,6 +87,20 @@ func (e *Elector) isClosed() bool {
 	return e.closed
 }
 
+// target reads the queue (readQueue) and returns the waiting candidate a
+// transfer from c to the ID to ("" for the best) goes to, if there is one.
+func (e *Elector) target(ctx context.Context, c *candidacy, to string) (waiter, bool, error) {
+	ws, err := e.readQueue(ctx)
+	if err != nil {
+		return waiter{}, false, err
+	}
+	i := slices.IndexFunc(ws, func(w waiter) bool { return string(w.kv.Key) != c.key && (to == "" || w.ld.ID == to) })
+	if i < 0 {
+		return waiter{}, false, nil
+	}
+	return ws[i], true, nil
+}
+
 // leading returns the current candidacy if t is its valid Term.
 func (e *Elector) leading(t *election.Term) (*candidacy, error) {
 	e.mu.Lock()
@@ -109,23 +124,17 @@ func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fal
 	if err != nil {
 		return err
 	}
-	ws, err := e.readQueue(ctx)
+	w, ok, err := e.target(ctx, c, to)
 	if err != nil {
 		return e.storeErr(ctx, "reading the queue for a transfer", err)
 	}
-	i := slices.IndexFunc(ws, func(w waiter) bool { return string(w.kv.Key) != c.key && (to == "" || w.ld.ID == to) })
-	if i < 0 {
-		what := fmt.Sprintf("%q is not waiting", to)
-		if to == "" {
-			what = "no candidate is waiting"
-		}
-		err := fmt.Errorf("%w: transfer of %s's leadership of %s: %s", election.ErrNoCandidate, e.o.ID, e.name, what)
+	if !ok {
+		err := fmt.Errorf("%w: transfer of %s's leadership of %s: %s", election.ErrNoCandidate, e.o.ID, e.name, skeleton.NotWaiting(to))
 		if fallback == election.StepDown {
 			return errors.Join(err, e.Resign(ctx))
 		}
 		return err
 	}
-	w := ws[i]
 	return e.handOver(ctx, c, w.kv, w.ld.ID, fmt.Errorf("%w to %s", election.ErrTransferred, w.ld.ID))
 }
 

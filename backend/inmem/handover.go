@@ -10,6 +10,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/skeleton"
 )
 
 // A hand-over moves the leadership to a chosen waiting candidate: a
@@ -147,10 +148,7 @@ func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fal
 	}
 	if target == nil {
 		c.mu.Unlock()
-		what := fmt.Sprintf("%q is not waiting", to)
-		if to == "" {
-			what = "no candidate is waiting"
-		}
+		what := skeleton.NotWaiting(to)
 		err := fmt.Errorf("%w: transfer from %s: %s", election.ErrNoCandidate, e.o.ID, what)
 		if fallback == election.StepDown {
 			if rerr := e.resign(); rerr != nil {

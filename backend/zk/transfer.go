@@ -12,6 +12,7 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/record"
+	"github.com/electkit/election/internal/skeleton"
 )
 
 var (
@@ -188,10 +189,7 @@ func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fal
 		}
 	}
 	if target == nil {
-		what := fmt.Sprintf("%q is not waiting", to)
-		if to == "" {
-			what = "no candidate is waiting"
-		}
+		what := skeleton.NotWaiting(to)
 		err := fmt.Errorf("%w: zk election %s: transfer from %s: %s", election.ErrNoCandidate, e.path, e.o.ID, what)
 		if fallback == election.StepDown {
 			return errors.Join(err, e.Resign(ctx))

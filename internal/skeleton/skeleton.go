@@ -8,6 +8,7 @@ package skeleton
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -164,4 +165,13 @@ func EndTerm(lc *election.LeaseClock, cause error) {
 		cause = election.ErrResigned
 	}
 	lc.End(cause)
+}
+
+// NotWaiting says why a transfer to the candidate to (the best waiting one
+// for "") has no target: for the error wrapping election.ErrNoCandidate.
+func NotWaiting(to string) string {
+	if to == "" {
+		return "no candidate is waiting"
+	}
+	return strconv.Quote(to) + " is not waiting"
 }

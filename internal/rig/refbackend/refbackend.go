@@ -875,10 +875,7 @@ func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fal
 	}
 	target := e.s.target(c.key, to)
 	if target == nil {
-		what := fmt.Sprintf("%q is not waiting", to)
-		if to == "" {
-			what = "no candidate is waiting"
-		}
+		what := skeleton.NotWaiting(to)
 		err := fmt.Errorf("%w: transfer from %s: %s", election.ErrNoCandidate, e.o.ID, what)
 		if fallback == election.StepDown {
 			return errors.Join(err, e.Resign(ctx))

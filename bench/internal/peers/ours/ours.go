@@ -35,11 +35,21 @@ type library struct {
 func (l *library) Name() string { return l.name }
 
 func (l *library) NewCandidate(ctx context.Context, name, id string, ttl time.Duration) (peer.Candidate, error) {
-	c, err := l.d.Get(ttl)
+	e, c, err := l.open(name, id, ttl)
 	if err != nil {
 		return nil, err
 	}
-	opts := []election.Option{election.WithID(id), election.WithTTL(ttl)}
+	return &candidate{e: e, c: c}, nil
+}
+
+// open makes an Elector of the election name on a connection of its own,
+// with opts after its ID and TTL.
+func (l *library) open(name, id string, ttl time.Duration, opts ...election.Option) (election.Elector, *conns.Conn, error) {
+	c, err := l.d.Get(ttl)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts = append([]election.Option{election.WithID(id), election.WithTTL(ttl)}, opts...)
 	var e election.Elector
 	if l.zk {
 		e, err = zk.New(c.ZK, name, opts...)
@@ -48,9 +58,9 @@ func (l *library) NewCandidate(ctx context.Context, name, id string, ttl time.Du
 	}
 	if err != nil {
 		c.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return &candidate{e: e, c: c}, nil
+	return e, c, nil
 }
 
 // Registered counts the candidates' queue keys (etcd: under name/_c/) or
@@ -155,19 +165,8 @@ func (p *process) Close() error {
 // transfer scenario uses it, for what peer.Candidate does not carry
 // (Terms, priorities, Transfer).
 func (l *library) NewElector(_ context.Context, name, id string, ttl time.Duration, opts ...election.Option) (election.Elector, func(), error) {
-	c, err := l.d.Get(ttl)
+	e, c, err := l.open(name, id, ttl, opts...)
 	if err != nil {
-		return nil, nil, err
-	}
-	opts = append([]election.Option{election.WithID(id), election.WithTTL(ttl)}, opts...)
-	var e election.Elector
-	if l.zk {
-		e, err = zk.New(c.ZK, name, opts...)
-	} else {
-		e, err = etcd.New(c.Etcd, name, opts...)
-	}
-	if err != nil {
-		c.Close()
 		return nil, nil, err
 	}
 	return e, func() { e.Close(); c.Close() }, nil
