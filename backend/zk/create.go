@@ -32,16 +32,34 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 				return nil, err
 			}
 		}
+		// A candidate of positive priority bumps the queue node in the
+		// same multi as its create: a waiter next in line that claims
+		// without listing again checks it (see wait). Others cannot sort
+		// ahead of a waiter that does.
 		var node string
 		var cerr error
+		queue := int32(-1)
 		if err := e.do(ctx, e.closing, func() {
-			node, cerr = e.conn.Create(e.path+"/"+nodePrefix(guid, e.o.Priority), data, gozk.FlagEphemeral|gozk.FlagSequence, e.cfg.NodeACL)
+			if e.o.Priority <= 0 {
+				node, cerr = e.conn.Create(e.path+"/"+nodePrefix(guid, e.o.Priority), data, gozk.FlagEphemeral|gozk.FlagSequence, e.cfg.NodeACL)
+				return
+			}
+			var res []gozk.MultiResponse
+			res, cerr = e.conn.Multi(
+				&gozk.CreateRequest{Path: e.path + "/" + nodePrefix(guid, e.o.Priority), Data: data, Flags: gozk.FlagEphemeral | gozk.FlagSequence, Acl: e.cfg.NodeACL},
+				&gozk.SetDataRequest{Path: e.path + "/" + queueName, Version: -1})
+			switch {
+			case cerr == nil && len(res) == 2:
+				node, queue = res[0].String, res[1].Stat.Version
+			case len(res) == 2 && res[0].Error == nil && errors.Is(res[1].Error, gozk.ErrNoNode):
+				cerr = errNoQueue
+			}
 		}); err != nil {
 			return nil, e.findAndDrop(guid, err)
 		}
 		switch {
 		case cerr == nil:
-		case errors.Is(cerr, gozk.ErrNoNode):
+		case errors.Is(cerr, errNoQueue), errors.Is(cerr, gozk.ErrNoNode):
 			if err := e.ensurePath(ctx); err != nil {
 				return nil, err
 			}
@@ -66,7 +84,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		default:
 			return nil, fmt.Errorf("zk election %s: creating a candidate node: %w", e.path, cerr)
 		}
-		c, err := e.adopt(ctx, node, guid)
+		c, err := e.adopt(ctx, node, guid, queue)
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +100,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 // adopt reads the node just created and makes it the current candidacy if
 // its owner is the connection's current session (P4, CURATOR-696). It
 // returns nil, nil when the node is gone or owned by another session.
-func (e *Elector) adopt(ctx context.Context, node, guid string) (*candidacy, error) {
+func (e *Elector) adopt(ctx context.Context, node, guid string, queue int32) (*candidacy, error) {
 	var ok bool
 	var st *gozk.Stat
 	var err error
@@ -100,7 +118,8 @@ func (e *Elector) adopt(ctx context.Context, node, guid string) (*candidacy, err
 	}
 	name := node[strings.LastIndexByte(node, '/')+1:]
 	seq, _ := sequence(name)
-	c := &candidacy{node: node, name: name, guid: guid, seq: seq, session: sid,
+	c := &candidacy{node: node, name: name, guid: guid, seq: seq, session: sid, queue: queue,
+		self:   child{name: name, seq: seq, prio: e.o.Priority},
 		leader: election.Leader{ID: e.o.ID, Value: e.o.Value, Priority: e.o.Priority, Token: uint64(st.Czxid)},
 		stop:   make(chan struct{})}
 	e.mu.Lock()
@@ -267,12 +286,15 @@ func (e *Elector) findGUIDRetry(ctx context.Context, guid string) (string, error
 	}
 }
 
-// ensurePath creates the election path and its missing parents, as
-// persistent nodes with the PathACL.
+// ensurePath creates the election path and its missing parents, and the
+// queue node under it, as persistent nodes with the PathACL.
 func (e *Elector) ensurePath(ctx context.Context) error {
 	segs := strings.Split(e.path[1:], "/")
+	var paths []string
 	for i := range segs {
-		p := "/" + strings.Join(segs[:i+1], "/")
+		paths = append(paths, "/"+strings.Join(segs[:i+1], "/"))
+	}
+	for _, p := range append(paths, e.path+"/"+queueName) {
 		var err error
 		if derr := e.do(ctx, e.closing, func() { _, err = e.conn.Create(p, nil, 0, e.cfg.PathACL) }); derr != nil {
 			return derr

@@ -71,3 +71,6 @@ func (e *Elector) retryLog(what string, err error) {
 	}
 	e.log.Warn("zk election: "+what+" failed; retrying", "path", e.path, "err", err, "not_logged_since_last", n)
 }
+
+// errNoQueue: the queue node (_q) is missing; it is made with the path.
+var errNoQueue = errors.New("zk election: the queue node is missing")

@@ -139,6 +139,13 @@ func TestTokensIncreaseAcrossPathRecreation(t *testing.T) {
 	if err := a.Resign(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
+	// No candidate is left: only the queue node, which stays with the path.
+	if got := children(t, conn, path); len(got) != 1 || got[0] != "_q" {
+		t.Fatalf("children after the last candidate resigned: %v; want the queue node _q only", got)
+	}
+	if err := conn.Delete(path+"/_q", -1); err != nil {
+		t.Fatal(err)
+	}
 	if err := conn.Delete(path, -1); err != nil {
 		t.Fatalf("deleting the empty election path: %v", err)
 	}
@@ -157,8 +164,8 @@ func TestTokensIncreaseAcrossPathRecreation(t *testing.T) {
 	if uint64(st.Czxid) != t2.Token() {
 		t.Fatalf("token %d, node's creation zxid %d", t2.Token(), st.Czxid)
 	}
-	if got := cands(t, conn, path); len(got) != 1 || !strings.HasSuffix(got[0], "0000000000") {
-		t.Fatalf("candidate nodes %v: want one, of sequence 0 in the recreated path", got)
+	if got := cands(t, conn, path); len(got) != 1 || !strings.HasSuffix(got[0], "0000000001") {
+		t.Fatalf("candidate nodes %v: want one, of sequence 1 in the recreated path (after its queue node)", got)
 	}
 }
 
@@ -359,16 +366,15 @@ func TestDisconnectPolicy(t *testing.T) {
 func TestLostCreateReply(t *testing.T) {
 	admin := newConn(t)
 	path := newPath(t)
-	if _, err := admin.Create("/elections", nil, 0, gozk.WorldACL(gozk.PermAll)); err != nil && !errors.Is(err, gozk.ErrNodeExists) {
-		t.Fatal(err)
-	}
-	if _, err := admin.Create(path, nil, 0, gozk.WorldACL(gozk.PermAll)); err != nil {
-		t.Fatal(err)
-	}
 	px := faultproxy.New(t, server(t).Addr)
 	conn := zktest.Conn(t, []string{px.Addr}, ttl)
 	t.Cleanup(px.Close)
 	a := newElector(t, conn, path, "a")
+	// A first candidacy makes the path and its queue node.
+	lead(t, a)
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 	px.CutReplies()
 	ch := campaignAsync(ctxT(t), a)
 	eventually(t, "the node created without a reply", func() bool { return len(cands(t, admin, path)) == 1 })

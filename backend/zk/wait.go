@@ -20,9 +20,59 @@ import (
 // node just ahead of c's (P9); at the head of the order, the leader node
 // while someone leads, or a pending hand-over to another candidate. c is
 // also woken through its wake-up name when a hand-over names it.
+//
+// Next in line (the first or second in the order, no blocker ahead, a
+// Priority of 0 or more), c claims as soon as what it watches is deleted,
+// without listing again: one round trip after the watch event. Its last
+// listing is current enough for that. A newcomer that could sort ahead of
+// c has a positive priority, and its registration bumps the queue node,
+// whose version c read before the listing and the claim checks (one of
+// priority 0 or less sorts behind c: it bumps nothing, so the churn of an
+// election without priorities never costs a waiter its early claim). A
+// claim by anyone else needs _l gone (c, first in line, watches it) or
+// rewrites the claimer's node (c, second in line, watches it: it is next
+// in line then, and learns it from the queue node alone, without listing
+// again). A hand-over creates _t, whose absence the claim asserts. A
+// woken target of a hand-over takes it without listing again too.
 func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error) {
 	skip := map[string]bool{} // persistent nodes: they never go, so they never block
 	var wake <-chan gozk.Event
+	var leads []string     // the leadership nodes of the last listing, kept while c is next in line
+	lastQueue := int32(-1) // the queue node's version before it, or -1
+	at := 0                // c's place in it
+	next := hintNone       // what the last wait saw
+	rewatch := ""          // watch this node again, next in line, without listing
+	// awaitPred waits on pred, the candidate node just ahead of c, and
+	// sets next or rewatch from what it saw.
+	awaitPred := func(pred string, inLine bool) error {
+		gone, changed, persistent, woken, err := e.waitGone(ctx, c, pred, &wake)
+		if err != nil {
+			return err
+		}
+		if persistent {
+			e.log.Warn("zk election: skipping a persistent node in the election's order; it never leads", "path", e.path+"/"+pred)
+			skip[pred] = true
+		}
+		switch {
+		case woken:
+			next = hintWoken
+		case gone && inLine:
+			next = hintGone
+		case changed && lastQueue >= 0 && guidOf(pred) != "":
+			// The candidate ahead claimed: its claim rewrites its node.
+			// Every candidate ahead of it is gone then, so c is next in
+			// line if none registered since the last listing: the queue
+			// node says so, without listing again.
+			if err := e.readQueue(ctx, c); err != nil {
+				return err
+			}
+			if c.queue == lastQueue {
+				c.queue, rewatch, at = -1, pred, 1
+				leads = []string{leadName(guidOf(pred))}
+			}
+		}
+		return nil
+	}
 	for {
 		if err := e.interrupted(ctx, c); err != nil {
 			return nil, err
@@ -30,9 +80,35 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 		if sid := e.conn.SessionID(); sid != c.session && sid != 0 {
 			return nil, fmt.Errorf("%w: session %#x of node %s was replaced by %#x", errNodeGone, c.session, c.node, sid)
 		}
+		if next != hintNone {
+			queue, handover := lastQueue, int32(-1)
+			if next == hintWoken {
+				queue, handover = -1, handoverVersion
+			}
+			next = hintNone
+			t, err := e.claim(ctx, c, leads, queue, handover, true)
+			if t != nil || err != nil {
+				return t, err
+			}
+		}
 		if wake == nil {
 			var err error
 			if wake, err = e.watchWake(ctx, c); err != nil {
+				return nil, err
+			}
+		}
+		if rewatch != "" {
+			pred := rewatch
+			rewatch = ""
+			if err := awaitPred(pred, true); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if c.queue < 0 && at <= 2 && e.o.Priority >= 0 {
+			// Near the head: read the queue node before the listing (a
+			// registration of higher priority after this read bumps it).
+			if err := e.readQueue(ctx, c); err != nil {
 				return nil, err
 			}
 		}
@@ -51,29 +127,30 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 			}
 			continue
 		}
-		v := parseView(names)
-		pred, found := "", false
-		for _, ch := range v.order {
-			if ch.name == c.name {
-				found = true
-				break
-			}
-			if !skip[ch.name] {
-				pred = ch.name
-			}
-		}
+		v := placeIn(names, c.self, skip)
+		lastQueue, c.queue = c.queue, -1
+		pred, found, blocked := v.pred, v.found, v.blocked
+		at = v.at
 		if !found {
 			return nil, fmt.Errorf("%w: node %s is no longer a child of %s", errNodeGone, c.name, e.path)
+		}
+		if blocked {
+			lastQueue = -1 // a blocker ahead: no claim without listing
+		}
+		inLine := at <= 1 && lastQueue >= 0
+		leads = nil
+		if inLine {
+			leads = v.leads // not the listing: a waiter keeps no O(N) state
 		}
 		// A pending hand-over that names c: c claims, wherever it is in
 		// the order.
 		if v.handover && !v.leader {
-			ho, err := e.readHandover(ctx, c, v)
+			ho, err := e.readHandover(ctx, c, names)
 			if err != nil {
 				return nil, err
 			}
 			if ho.to == c.name {
-				t, err := e.claim(ctx, c, v, ho.version)
+				t, err := e.claim(ctx, c, v.leads, -1, ho.version, false)
 				if t != nil || err != nil {
 					return t, err
 				}
@@ -83,8 +160,12 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 				continue // withdrawn: list again
 			}
 			if pred == "" { // the head waits for the hand-over to end
-				if err := e.waitEvent(ctx, c, ho.watch, wake, &wake); err != nil {
+				woken, err := e.waitEvent(ctx, c, ho.watch, wake, &wake)
+				if err != nil {
 					return nil, err
+				}
+				if woken {
+					next = hintWoken
 				}
 				continue
 			}
@@ -95,13 +176,8 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 				// would lead for nobody. Delete it; waitGone sees it go.
 				e.drop(e.path + "/" + pred)
 			}
-			_, persistent, err := e.waitGone(ctx, c, pred, &wake)
-			if err != nil {
+			if err := awaitPred(pred, inLine); err != nil {
 				return nil, err
-			}
-			if persistent {
-				e.log.Warn("zk election: skipping a persistent node in the election's order; it never leads", "path", e.path+"/"+pred)
-				skip[pred] = true
 			}
 			continue
 		}
@@ -110,19 +186,77 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 			if err != nil {
 				return nil, err
 			}
-			if ev != nil {
-				if err := e.waitEvent(ctx, c, ev, wake, &wake); err != nil {
-					return nil, err
+			if ev == nil {
+				continue // gone meanwhile: list again
+			}
+			select {
+			case got := <-ev:
+				if got.Type == gozk.EventNodeDeleted && inLine {
+					next = hintGone
 				}
+			case <-wake:
+				wake = nil
+				next = hintWoken
+			case <-ctx.Done():
+			case <-e.closing:
+			case <-c.stop:
+			}
+			if err := e.interrupted(ctx, c); err != nil {
+				return nil, err
 			}
 			continue
 		}
 		if v.handover {
 			continue // a hand-over appeared since the listing: read it
 		}
-		t, err := e.claim(ctx, c, v, -1)
+		t, err := e.claim(ctx, c, v.leads, -1, -1, false)
 		if t != nil || err != nil {
 			return t, err
+		}
+	}
+}
+
+// hint is what a wait saw that lets c claim without listing again.
+type hint int
+
+const (
+	hintNone  hint = iota
+	hintGone       // what c watched next in line was deleted
+	hintWoken      // c's wake-up name: a hand-over names c
+)
+
+// handoverVersion is the data version of a hand-over node: created and
+// set once in the hand-over's multi, so that a claim of it names its
+// version.
+const handoverVersion = 1
+
+// readQueue reads the queue node's data version into c.queue, making
+// the node when it is missing (a path made by someone else).
+func (e *Elector) readQueue(ctx context.Context, c *candidacy) error {
+	p := e.path + "/" + queueName
+	for {
+		var ok bool
+		var st *gozk.Stat
+		var err error
+		e.reads.Add(1)
+		if derr := e.do(ctx, e.closing, func() {
+			if ok, st, err = e.conn.Exists(p); err == nil && !ok {
+				if _, err = e.conn.Create(p, nil, 0, e.cfg.PathACL); err == nil || errors.Is(err, gozk.ErrNodeExists) {
+					ok, st, err = e.conn.Exists(p)
+				}
+			}
+		}); derr != nil {
+			return e.stopped(ctx, c, derr)
+		}
+		switch {
+		case err == nil && ok:
+			c.queue = st.Version
+			return nil
+		case err == nil, errors.Is(err, gozk.ErrNoAuth), errors.Is(err, gozk.ErrNoNode):
+			return nil // c lists and claims as if it were not next in line
+		}
+		if err := e.transient(ctx, c, err); err != nil {
+			return err
 		}
 	}
 }
@@ -143,17 +277,18 @@ func (e *Elector) watchWake(ctx context.Context, c *candidacy) (<-chan gozk.Even
 }
 
 // waitEvent waits for ev or for c's wake-up (which is then cleared, to be
-// set again), or until waiting must stop.
-func (e *Elector) waitEvent(ctx context.Context, c *candidacy, ev <-chan gozk.Event, wake <-chan gozk.Event, cleared *<-chan gozk.Event) error {
+// set again: woken), or until waiting must stop.
+func (e *Elector) waitEvent(ctx context.Context, c *candidacy, ev <-chan gozk.Event, wake <-chan gozk.Event, cleared *<-chan gozk.Event) (woken bool, err error) {
 	select {
 	case <-ev:
 	case <-wake:
 		*cleared = nil
+		woken = true
 	case <-ctx.Done():
 	case <-e.closing:
 	case <-c.stop:
 	}
-	return e.interrupted(ctx, c)
+	return woken, e.interrupted(ctx, c)
 }
 
 // watchLeader watches the leader node while c heads the order. It returns
@@ -201,7 +336,7 @@ type pendingHandover struct {
 // the listing (it left: it can never claim), that is persistent, or that
 // names nobody, can never be taken: it is withdrawn (guarded by its
 // creation zxid), so that the normal order resumes.
-func (e *Elector) readHandover(ctx context.Context, c *candidacy, v view) (pendingHandover, error) {
+func (e *Elector) readHandover(ctx context.Context, c *candidacy, names []string) (pendingHandover, error) {
 	p := e.path + "/" + handoverName
 	var data []byte
 	var st *gozk.Stat
@@ -218,7 +353,7 @@ func (e *Elector) readHandover(ctx context.Context, c *candidacy, v view) (pendi
 		return pendingHandover{}, e.transient(ctx, c, err)
 	}
 	to := decodeHandover(data)
-	present := slices.ContainsFunc(v.order, func(ch child) bool { return ch.name == to })
+	present := slices.Contains(names, to)
 	if to == "" || !present || st.EphemeralOwner == 0 {
 		e.log.Warn("zk election: withdrawing a hand-over that can never be taken", "path", p, "to", to, "ephemeral_owner", st.EphemeralOwner)
 		var derr error
@@ -238,16 +373,28 @@ func (e *Elector) readHandover(ctx context.Context, c *candidacy, v view) (pendi
 // multi checks c's node (its session alive, P4), asserts that no hand-over
 // is pending (creating and deleting _t) or takes the one to c, deletes the
 // leadership nodes of leaderships whose _l is gone (so that their
-// fencing checks fail from now on), and creates _l, which only one
+// fencing checks fail from now on), creates _l, which only one
 // candidate can, and c's leadership node, whose creation zxid is the
-// token. The Term counts from the multi's send time. It returns nil, nil
-// when c may not lead now (someone else claimed, a hand-over appeared):
-// list again.
-func (e *Elector) claim(ctx context.Context, c *candidacy, v view, handover int32) (*election.Term, error) {
+// token, and (unless it takes a hand-over) rewrites c's node's data
+// unchanged, which wakes the candidate behind it: it is next in line
+// now. The Term counts from the
+// multi's send time. It returns nil, nil when c may not lead now (someone
+// else claimed, a hand-over appeared, a candidate registered): list
+// again.
+//
+// leads are the leadership nodes of the last listing. early: c claims on
+// a watch event without listing again. With queue >= 0 (the queue node's
+// version before that listing), the multi checks that no candidate
+// registered since. The leadership nodes are then asserted gone (created
+// and deleted) rather than deleted: their leaders release them with _l.
+func (e *Elector) claim(ctx context.Context, c *candidacy, leads []string, queue, handover int32, early bool) (*election.Term, error) {
 	rec := encodeRecord(e.o, e.o.Value)
 	lp := e.path + "/" + leadName(c.guid)
 	lrec := record.EncodeLeader(e.o, e.o.Value, c.name)
 	ops := []any{&gozk.CheckVersionRequest{Path: c.node, Version: -1}}
+	if early && queue >= 0 {
+		ops = append(ops, &gozk.CheckVersionRequest{Path: e.path + "/" + queueName, Version: queue})
+	}
 	tp := e.path + "/" + handoverName
 	if handover >= 0 {
 		ops = append(ops, &gozk.DeleteRequest{Path: tp, Version: handover})
@@ -255,8 +402,19 @@ func (e *Elector) claim(ctx context.Context, c *candidacy, v view, handover int3
 		ops = append(ops, &gozk.CreateRequest{Path: tp, Flags: gozk.FlagEphemeral, Acl: e.cfg.NodeACL},
 			&gozk.DeleteRequest{Path: tp, Version: -1})
 	}
-	for _, l := range v.leads {
+	for _, l := range leads {
+		if early {
+			ops = append(ops, &gozk.CreateRequest{Path: e.path + "/" + l, Flags: gozk.FlagEphemeral, Acl: e.cfg.NodeACL},
+				&gozk.DeleteRequest{Path: e.path + "/" + l, Version: -1})
+			continue
+		}
 		ops = append(ops, &gozk.DeleteRequest{Path: e.path + "/" + l, Version: -1})
+	}
+	if handover < 0 {
+		// Every candidate ahead of c is gone: the one behind it is next
+		// in line now. (Not for a hand-over, whose target may lead from
+		// the middle of the order.)
+		ops = append(ops, &gozk.SetDataRequest{Path: c.node, Data: rec, Version: -1})
 	}
 	ops = append(ops,
 		&gozk.CreateRequest{Path: e.path + "/" + leaderName, Data: lrec, Flags: gozk.FlagEphemeral, Acl: e.cfg.NodeACL},
@@ -332,36 +490,40 @@ func (e *Elector) findLead(ctx context.Context, c *candidacy, lp string) (*gozk.
 }
 
 // waitGone watches the node pred (a child of the election path) until it
-// is deleted, the watch is lost (the caller lists again), or waiting must
-// stop. persistent reports a node that is not ephemeral: it never goes.
-func (e *Elector) waitGone(ctx context.Context, c *candidacy, pred string, wake *<-chan gozk.Event) (gone, persistent bool, err error) {
+// changes, the watch is lost (the caller lists again), or waiting must
+// stop. gone reports that it was deleted (or was already gone); changed,
+// that its data was written; persistent, a node that is not ephemeral:
+// it never goes; woken, c's wake-up.
+func (e *Elector) waitGone(ctx context.Context, c *candidacy, pred string, wake *<-chan gozk.Event) (gone, changed, persistent, woken bool, err error) {
 	var ok bool
 	var st *gozk.Stat
 	var ev <-chan gozk.Event
 	var rerr error
 	e.reads.Add(1)
 	if derr := e.do(ctx, e.closing, func() { ok, st, ev, rerr = e.conn.ExistsW(e.path + "/" + pred) }); derr != nil {
-		return false, false, e.stopped(ctx, c, derr)
+		return false, false, false, false, e.stopped(ctx, c, derr)
 	}
 	if rerr != nil {
-		return false, false, e.transient(ctx, c, rerr)
+		return false, false, false, false, e.transient(ctx, c, rerr)
 	}
 	if !ok {
-		return true, false, nil
+		return true, false, false, false, nil
 	}
 	if st.EphemeralOwner == 0 {
-		return false, true, nil
+		return false, false, true, false, nil
 	}
 	select {
-	case <-ev: // deleted, changed, or the watch is lost: list again
-		return true, false, e.interrupted(ctx, c)
-	case <-*wake: // a hand-over names c: list again
+	case got := <-ev: // deleted, changed, or the watch is lost: list again
+		gone = got.Type == gozk.EventNodeDeleted
+		changed = got.Type == gozk.EventNodeDataChanged
+	case <-*wake: // a hand-over names c
 		*wake = nil
+		woken = true
 	case <-ctx.Done():
 	case <-e.closing:
 	case <-c.stop:
 	}
-	return false, false, e.interrupted(ctx, c)
+	return gone, changed, false, woken, e.interrupted(ctx, c)
 }
 
 // interrupted reports why waiting must stop, or nil. c may be nil.

@@ -73,10 +73,17 @@ type candidacy struct {
 	node    string // full path
 	name    string // child name
 	guid    string
+	self    child // its place in the order
 	seq     int64
 	session int64 // the session that owns the node
 	leader  election.Leader
 	lead    string // the leadership node's full path, once claimed (guarded by Elector.mu)
+
+	// queue is the data version of the queue node (_q) read before the
+	// next listing, or -1: every registration bumps it, so a claim made on
+	// a watch event, without listing again, checks it. Only the waiting
+	// goroutine uses it.
+	queue int32
 
 	stop     chan struct{} // closed when the candidacy is withdrawn
 	stopOnce sync.Once

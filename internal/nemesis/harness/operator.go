@@ -200,8 +200,8 @@ func (s *zkStore) nodeOf(conn *gozk.Conn, id string) (string, error) {
 		return "", err
 	}
 	for _, n := range names {
-		if !strings.Contains(n, "-cand-") {
-			continue
+		if !strings.HasPrefix(n, "_c_") || strings.HasSuffix(n, "-lead") {
+			continue // not a candidate node
 		}
 		data, _, err := conn.Get(zkElection + "/" + n)
 		if err != nil {
