@@ -9,9 +9,9 @@ GO ?= go
 ZOOKEEPER_JAR ?= /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps fmt-check lint imports vet unit bench bench-check metrics-check gobench nemesis
+.PHONY: test deps fmt-check lint imports vet unit modules-check bench bench-check metrics-check gobench nemesis
 
-test: deps fmt-check vet lint unit bench-check metrics-check
+test: deps fmt-check vet lint modules-check unit bench-check metrics-check
 
 # ZooKeeper: the Java server of Debian's zookeeper package. Curator: its
 # recipes (LeaderLatch) and their jars, for the bench module's Curator peer,
@@ -40,8 +40,12 @@ fmt-check:
 	@out=$$(gofmt -l .); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# The workspace's modules (go.work) that `make test` vets, lints and tests
+# from here; bench and metrics have targets of their own below.
+PKGS := ./... ./backend/etcd/... ./cmd/... ./internal/rig/embedetcd/... ./internal/rig/etcdtest/...
+
 vet:
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
 
 # Pinned linters, run through go run: nothing of theirs enters go.mod.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -49,7 +53,7 @@ GCI ?= github.com/daixiang0/gci@v0.14.0
 IMPORT_GROUPS := -s standard -s default -s "prefix(github.com/electkit/election)"
 
 lint:
-	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) $(PKGS)
 	cd bench && $(GO) run $(STATICCHECK) ./...
 	@out=$$($(GO) run $(GCI) list $(IMPORT_GROUPS) .); \
 	if [ -n "$$out" ]; then echo "import groups (make imports fixes them):"; echo "$$out"; exit 1; fi
@@ -58,7 +62,12 @@ imports:
 	$(GO) run $(GCI) write $(IMPORT_GROUPS) .
 
 unit:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 $(PKGS)
+
+# The module graph of a program that imports one backend, beside one that
+# imports etcd's client/v3/concurrency (see scripts/module-graph.sh).
+modules-check:
+	bash scripts/module-graph.sh
 
 # The bench module (its own go.mod: the peers' dependencies stay out of the
 # library's graph). Its go commands download what it needs on a fresh clone.
@@ -74,7 +83,7 @@ bench: deps
 	cd bench && $(GO) run ./cmd/bench -out ../bench-results
 
 gobench:
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 # make nemesis: a long seeded fault mix per backend (see README, "Safety
 # under faults"). Each run prints its summary; a failing one exits 1 and

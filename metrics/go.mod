@@ -21,4 +21,4 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/electkit/election => ../
+replace github.com/electkit/election v0.0.0-00010101000000-000000000000 => ../

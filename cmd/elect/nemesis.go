@@ -12,8 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/electkit/election/internal/nemesis"
-	"github.com/electkit/election/internal/nemesis/harness"
+	"github.com/electkit/election/cmd/internal/nemesis"
+	"github.com/electkit/election/cmd/internal/nemesis/harness"
 )
 
 // candidateCommand is the hidden command the nemesis harness runs as each

@@ -1,4 +1,4 @@
-package etcd_test
+package etcdsuite_test
 
 import (
 	"context"
@@ -144,7 +144,7 @@ func TestScaleSmoke(t *testing.T) {
 		}
 		return record.Key(l[0].Value) == string(head[0].Key)
 	}
-	reads := func() int64 { return etcd.Reads(es...) }
+	reads := func() int64 { return probeReads(es...) }
 	settle(t, es)
 	leader := next()
 	// A first leader that does not head the queue hands over to the head
@@ -201,14 +201,14 @@ func settle(tb testing.TB, es []*etcd.Elector) {
 	tb.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for stable := 0; stable < 3; {
-		r0, all := etcd.Reads(es...), true
+		r0, all := probeReads(es...), true
 		for _, e := range es {
-			if !etcd.Settled(e) {
+			if !probeSettled(e) {
 				all = false
 				break
 			}
 		}
-		if all && etcd.Reads(es...) == r0 {
+		if all && probeReads(es...) == r0 {
 			stable++
 		} else {
 			stable = 0

@@ -1,4 +1,4 @@
-package etcd_test
+package etcdsuite_test
 
 import (
 	"context"
@@ -354,7 +354,7 @@ func TestHandoverWakesOnlyTheNext(t *testing.T) {
 		results[i] = campaignAsync(ctx, es[i])
 		waitQueue(t, admin, "/herd", i+1) // queue in index order
 	}
-	reads := func() int64 { return etcd.Reads(es...) }
+	reads := func() int64 { return probeReads(es...) }
 	if got := reads(); got != 0 { // the first candidate's create made it leader
 		t.Fatalf("candidates issued %d reads while queueing, want 0", got)
 	}

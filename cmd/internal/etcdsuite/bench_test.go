@@ -1,4 +1,4 @@
-package etcd_test
+package etcdsuite_test
 
 import (
 	"context"
@@ -199,7 +199,7 @@ func BenchmarkManyCandidates(b *testing.B) {
 		}
 		settle(b, es)
 		register := time.Since(start)
-		reads := etcd.Reads(es...)
+		reads := probeReads(es...)
 		runtime.GC()
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
@@ -211,7 +211,7 @@ func BenchmarkManyCandidates(b *testing.B) {
 		}
 		<-won // the last handover's leader
 		b.ReportMetric(float64(register.Milliseconds()), "register-ms")
-		b.ReportMetric(float64(etcd.Reads(es...)-reads)/(handovers+1), "reads/handover")
+		b.ReportMetric(float64(probeReads(es...)-reads)/(handovers+1), "reads/handover")
 		b.ReportMetric(float64(g1-g0)/n, "goroutines/candidate")
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n/1024, "heap-KiB/candidate")
 		b.ReportMetric(0, "ns/op")

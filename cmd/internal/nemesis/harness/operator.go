@@ -12,8 +12,8 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/internal/mono"
-	"github.com/electkit/election/internal/nemesis"
 	"github.com/electkit/election/internal/rig/zktest"
 )
 

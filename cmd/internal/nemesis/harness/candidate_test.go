@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/internal/mono"
-	"github.com/electkit/election/internal/nemesis"
 )
 
 // gatedSink holds every report until open is closed, and records writes.

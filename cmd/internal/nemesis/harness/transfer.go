@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/internal/mono"
-	"github.com/electkit/election/internal/nemesis"
 )
 
 // preempt: a candidate of a priority above every other's joins; the

@@ -1,4 +1,4 @@
-package etcd_test
+package etcdsuite_test
 
 import (
 	"errors"
@@ -129,7 +129,7 @@ func TestTransferWakesOnlyTheTarget(t *testing.T) {
 		waitQueue(t, cli, name, i+2)
 	}
 	settle(t, es)
-	before := etcd.Reads(es...)
+	before := probeReads(es...)
 	if err := election.Transfer(ctxT(t), a, ta.t, "w6", election.KeepLeading); err != nil {
 		t.Fatalf("Transfer: %v", err)
 	}
@@ -138,7 +138,7 @@ func TestTransferWakesOnlyTheTarget(t *testing.T) {
 		t.Fatalf("target: %v, %v; want a Term with a token above %d", r.t, r.err, ta.t.Token())
 	}
 	settle(t, append(es[:6:6], es[7:]...))
-	if got := etcd.Reads(es...) - before; got > 3 {
+	if got := probeReads(es...) - before; got > 3 {
 		t.Errorf("the transfer cost %d reads and claims among the waiters, want at most 3 (the target's claim, the head's attempt and look)", got)
 	}
 	// The target leads; the head of the queue is next.

@@ -1,4 +1,4 @@
-package etcd_test
+package etcdsuite_test
 
 import (
 	"context"

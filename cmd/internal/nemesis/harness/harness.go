@@ -68,9 +68,9 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/mono"
-	"github.com/electkit/election/internal/nemesis"
 )
 
 // Fault kinds.

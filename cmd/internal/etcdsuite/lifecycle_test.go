@@ -1,4 +1,4 @@
-package etcd_test
+package etcdsuite_test
 
 import (
 	"errors"
@@ -8,7 +8,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
-	"github.com/electkit/election/backend/etcd"
 )
 
 // A renewal sent while the candidate still waited, whose answer says the
@@ -135,9 +134,9 @@ func TestEndedTermsAreForgotten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for deadline := time.Now().Add(patience); etcd.Clocks(a) != 0; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); probeClocks(a) != 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d ended Terms are still kept after 5 Campaign/Resign rounds", etcd.Clocks(a))
+			t.Fatalf("%d ended Terms are still kept after 5 Campaign/Resign rounds", probeClocks(a))
 		}
 	}
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
 	"github.com/electkit/election/backend/zk"
+	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/internal/mono"
-	"github.com/electkit/election/internal/nemesis"
 )
 
 // DefaultWork is the time a leader spends between checking that its Term

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/electkit/election"
-	"github.com/electkit/election/internal/nemesis"
-	"github.com/electkit/election/internal/nemesis/harness"
+	"github.com/electkit/election/cmd/internal/nemesis"
+	"github.com/electkit/election/cmd/internal/nemesis/harness"
 	"github.com/electkit/election/internal/rig/zktest"
 )
 

@@ -6,8 +6,8 @@ import (
 	"log"
 	"time"
 
+	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/internal/mono"
-	"github.com/electkit/election/internal/nemesis"
 )
 
 // A candidate process reports its Term and writes to the fenced register

@@ -8,8 +8,8 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/inmem"
+	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/internal/mono"
-	"github.com/electkit/election/internal/nemesis"
 )
 
 // The in-process cluster's tick and message latency.

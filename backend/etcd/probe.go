@@ -1,0 +1,15 @@
+package etcd
+
+import "github.com/electkit/election/internal/probe"
+
+func init() {
+	probe.EtcdReads = func(e any) int64 { return e.(*Elector).reads.Load() }
+	probe.EtcdClocks = func(e any) int { return e.(*Elector).terms.Len() }
+	probe.EtcdSettled = func(e any) bool {
+		el := e.(*Elector)
+		el.mu.Lock()
+		c := el.cand
+		el.mu.Unlock()
+		return c != nil && (c.waiting.Load() || c.watched.Load())
+	}
+}

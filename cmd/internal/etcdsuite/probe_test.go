@@ -1,0 +1,20 @@
+package etcdsuite_test
+
+import (
+	"github.com/electkit/election/backend/etcd"
+	"github.com/electkit/election/internal/probe"
+)
+
+// probeReads returns how many queue reads es issued while waiting, in all.
+func probeReads(es ...*etcd.Elector) (sum int64) {
+	for _, e := range es {
+		sum += probe.EtcdReads(e)
+	}
+	return sum
+}
+
+// probeClocks returns how many Terms' clocks e still keeps for Close.
+func probeClocks(e *etcd.Elector) int { return probe.EtcdClocks(e) }
+
+// probeSettled reports whether e waits or leads on a live watch.
+func probeSettled(e *etcd.Elector) bool { return probe.EtcdSettled(e) }
