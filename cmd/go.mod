@@ -8,7 +8,9 @@ require (
 	github.com/electkit/election/backend/etcd v0.0.0-00010101000000-000000000000
 	github.com/electkit/election/internal/rig/embedetcd v0.0.0-00010101000000-000000000000
 	github.com/electkit/election/internal/rig/etcdtest v0.0.0-00010101000000-000000000000
+	github.com/electkit/election/metrics v0.0.0-00010101000000-000000000000
 	github.com/go-zookeeper/zk v1.0.4
+	github.com/prometheus/client_golang v1.25.0
 	go.etcd.io/etcd/api/v3 v3.6.16
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.uber.org/goleak v1.3.0
@@ -38,7 +40,6 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
@@ -83,3 +84,5 @@ replace (
 )
 
 replace github.com/electkit/election/backend/etcd v0.0.0-00010101000000-000000000000 => ../backend/etcd
+
+replace github.com/electkit/election/metrics v0.0.0-00010101000000-000000000000 => ../metrics

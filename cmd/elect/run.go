@@ -24,6 +24,7 @@ import (
 
 // Exit codes of elect run, besides the command's own status.
 const (
+	exitTimedOut    = 124 // --timeout passed before this candidate led
 	exitRunFailed   = 125 // elect itself failed
 	exitCannotRun   = 126 // the command was found but cannot be run
 	exitNotFound    = 127 // the command was not found
@@ -79,10 +80,20 @@ After a leadership lost any other way, elect campaigns again.
 so that the SIGTERM of a stalled renewal never comes before a healthy
 renewal could have moved the deadline; default TTL/5.
 
+While it waits to lead, elect says so every --progress (default 1m), and
+at once whenever the leader changes. With --timeout D it gives up if it
+has not led within D of its start. With --listen ADDR it serves, while it
+runs, /metrics (Prometheus: leading, token, renewals and their deadline
+slack, leader changes — see the metrics package), /healthz (503 when it
+believes it leads but its lease deadline is near or past without a
+renewal: restart it), /readyz (200 only while leading), /readyz/any (200
+while it follows the election) and /leader (the leader as JSON).
+
 Exit codes: CMD's status when it exits on its own while leading (128+N if
 a signal N killed it); 0 when elect was stopped by SIGINT, SIGTERM or
-SIGHUP (CMD stopped, leadership resigned); 2 bad command line; 125 elect
-failed (e.g. the store cannot be reached at start); 126 CMD cannot be
+SIGHUP (CMD stopped, leadership resigned); 2 bad command line; 124 not
+leading within --timeout; 125 elect failed (e.g. the store cannot be
+reached at start, --listen's address is taken); 126 CMD cannot be
 executed; 127 CMD not found.`,
 		example: `ELECTION_PASSWORD=… elect run --name /services/scheduler --user sched \
   --endpoints https://10.0.0.1:2379 --cacert ca.pem --ttl 5s --value "$(hostname):8080" \
@@ -92,12 +103,29 @@ elect run --backend inmem --name try -- sh -c 'echo "leading with token $ELECTIO
 			f.takesArgs = true
 			ef := defineElectionFlags(f, true, false)
 			var grace time.Duration
+			var listen string
+			var progress, timeout time.Duration
 			f.Duration(&grace, "grace", "D", 0, "time CMD gets between SIGTERM and SIGKILL, bounded by the lease (default TTL/5)")
+			f.String(&listen, "listen", "ADDR", "", "serve /metrics, /healthz, /readyz, /readyz/any and /leader over HTTP on ADDR (HOST:PORT) while running")
+			f.Duration(&progress, "progress", "D", time.Minute, "while waiting to lead, say so every D (0: never); leader changes are said at once")
+			f.Duration(&timeout, "timeout", "D", 0, "give up (exit 124) if this candidate has not led within D of the start (0: wait for ever)")
 			return func(ctx context.Context, w io.Writer) error {
 				p, err := planRun(f, ef, grace)
 				if err != nil {
 					return err
 				}
+				if listen != "" {
+					if err := checkListen(f, listen); err != nil {
+						return err
+					}
+				}
+				if progress < 0 {
+					return f.Bad("progress", "must not be negative")
+				}
+				if timeout < 0 {
+					return f.Bad("timeout", "must not be negative")
+				}
+				p.listen, p.progress, p.timeout = listen, progress, timeout
 				err = p.run(ctx, w)
 				var ue *usageError
 				var ee *exitError
@@ -120,6 +148,10 @@ type runPlan struct {
 	path  string   // CMD, looked up
 	argv  []string // CMD and its arguments
 	self  string   // this executable, for the guard
+
+	listen   string        // --listen: serve the operations endpoints here, or ""
+	progress time.Duration // --progress: how often to say it still waits
+	timeout  time.Duration // --timeout: give up if not leading by then, or 0
 }
 
 func planRun(f *flagSet, ef *electionFlags, grace time.Duration) (*runPlan, error) {
@@ -186,10 +218,15 @@ type runner struct {
 	cancel context.CancelFunc
 	sink   deadlineSink
 
-	mu       sync.Mutex
-	inTerm   bool
-	signaled bool
-	result   error // how elect ends: set when CMD exited on its own or failed to start
+	mu        sync.Mutex
+	inTerm    bool
+	signaled  bool
+	result    error           // how elect ends: set when CMD exited on its own or failed to start
+	id        string          // this candidate's ID
+	waitSince time.Time       // when the current wait to lead began
+	led       bool            // a Term began (--timeout no longer applies)
+	leader    election.Leader // the latest leader Observe reported
+	observed  bool            // leader is set
 }
 
 func (p *runPlan) run(ctx context.Context, stdout io.Writer) error {
@@ -202,6 +239,26 @@ func (p *runPlan) run(ctx context.Context, stdout io.Writer) error {
 	if p.ef.backend != "inmem" {
 		opts = append(opts, election.WithTTL(p.ttl))
 	}
+	// The candidate's ID, default included, so that progress lines can
+	// tell this candidate's leadership from another's.
+	if o, err := election.NewOptions(opts...); err == nil {
+		r.id = o.ID
+		opts = append(opts, election.WithID(o.ID))
+	}
+	var ops *opsServer
+	if p.listen != "" {
+		var err error
+		if ops, err = listenOps(p.listen, strings.TrimSpace(p.ef.name)); err != nil {
+			return err
+		}
+		defer func() {
+			if err := ops.close(); err != nil {
+				r.logf("stopping the HTTP server on %s: %v", ops.Addr(), err)
+			}
+		}()
+		r.logf("serving /metrics, /healthz, /readyz, /readyz/any and /leader on http://%s", ops.Addr())
+		opts = append(opts, election.WithObserver(ops.m.Observer()))
+	}
 	e, closeAll, err := p.ef.open(sigs, p.f, opts)
 	if err != nil {
 		if sigs.Err() != nil {
@@ -210,6 +267,18 @@ func (p *runPlan) run(ctx context.Context, stdout io.Writer) error {
 		return err
 	}
 	r.e = e
+	cb := election.Callbacks{
+		OnElected: r.lead,
+		OnError:   func(err error) { r.logf("campaign failed, retrying: %v", err) },
+		OnLeader:  r.leaderChanged,
+	}
+	if ops != nil {
+		if err := ops.attach(e); err != nil {
+			_ = closeAll()
+			return err
+		}
+		cb = ops.callbacks(cb)
+	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	watchDone := make(chan struct{})
@@ -227,12 +296,30 @@ func (p *runPlan) run(ctx context.Context, stdout io.Writer) error {
 		}
 		r.mu.Unlock()
 	}()
-	err = election.Run(runCtx, e, election.Callbacks{
-		OnElected: r.lead,
-		OnError:   func(err error) { r.logf("campaign failed, retrying: %v", err) },
-	})
+	r.mu.Lock()
+	r.waitSince = time.Now()
+	r.mu.Unlock()
+	progressDone := make(chan struct{})
+	go func() {
+		defer close(progressDone)
+		r.sayProgress(runCtx)
+	}()
+	if p.timeout > 0 {
+		tm := time.AfterFunc(p.timeout, func() {
+			r.mu.Lock()
+			led := r.led
+			r.mu.Unlock()
+			if !led {
+				r.logf("did not lead %s within --timeout %v: giving up", strings.TrimSpace(p.ef.name), p.timeout)
+				r.finish(&exitError{code: exitTimedOut, err: fmt.Errorf("did not lead within %v", p.timeout)})
+			}
+		})
+		defer tm.Stop()
+	}
+	err = election.Run(runCtx, e, cb)
 	cancel()
 	<-watchDone
+	<-progressDone
 	if cerr := closeAll(); cerr != nil {
 		r.logf("closing: %v", cerr)
 	}
@@ -294,15 +381,16 @@ func (r *runner) childEnv(l election.Leader) []string {
 // lead is OnElected: it runs the command for the Term t.
 func (r *runner) lead(_ context.Context, t *election.Term) {
 	r.mu.Lock()
-	if r.signaled {
+	if r.signaled || r.result != nil {
 		r.mu.Unlock()
-		return // Run resigns: ctx is canceled
+		return // Run resigns: ctx is canceled (a signal, --timeout)
 	}
-	r.inTerm = true
+	r.inTerm, r.led = true, true
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
 		r.inTerm = false
+		r.waitSince = time.Now()
 		if r.signaled {
 			r.cancel()
 		}
@@ -559,4 +647,54 @@ func (g *guard) finish() {
 			return
 		}
 	}
+}
+
+// leaderChanged is Run's OnLeader: while waiting, a new leader is said at
+// once (who holds what this candidate waits for).
+func (r *runner) leaderChanged(l election.Leader) {
+	r.mu.Lock()
+	prev, had := r.leader, r.observed
+	r.leader, r.observed = l, true
+	waiting := !r.inTerm && !r.signaled
+	r.mu.Unlock()
+	if waiting && (!had || prev.Token != l.Token || prev.ID != l.ID) && l.ID != r.id {
+		r.logf("waiting to lead %s; %s", strings.TrimSpace(r.p.ef.name), describeLeader(l))
+	}
+}
+
+// sayProgress says every --progress that elect still waits to lead, since
+// when, and who leads, until ctx ends.
+func (r *runner) sayProgress(ctx context.Context) {
+	if r.p.progress <= 0 {
+		return
+	}
+	tick := time.NewTicker(r.p.progress)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		r.mu.Lock()
+		waiting, since, l, seen := !r.inTerm && !r.signaled, r.waitSince, r.leader, r.observed
+		r.mu.Unlock()
+		if !waiting {
+			continue
+		}
+		who := "the leader is not known yet"
+		if seen {
+			who = describeLeader(l)
+		}
+		r.logf("still waiting to lead %s, since %s (%s); %s", strings.TrimSpace(r.p.ef.name),
+			since.Format(timeLayout), time.Since(since).Round(time.Second), who)
+	}
+}
+
+// describeLeader says who leads, for progress lines.
+func describeLeader(l election.Leader) string {
+	if l.ID == "" && l.Token == 0 {
+		return "nobody leads"
+	}
+	return fmt.Sprintf("%s leads (token %d, priority %d)", l.ID, l.Token, l.Priority)
 }

@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -509,6 +511,10 @@ func TestRunUsageErrors(t *testing.T) {
 		{nil, []string{"run", "--name", "x"}, "no command given"},
 		{nil, []string{"run", "--name", "x", "--ttl", "2s", "--grace", "5s", "--", "true"}, "--grace=5s: must be at most 840ms with a lease TTL of 2s"},
 		{nil, []string{"run", "--name", "x", "--grace", "-1s", "--", "true"}, "--grace=-1s: must not be negative"},
+		{nil, []string{"run", "--name", "x", "--listen", "9090", "--", "true"}, "--listen=9090: must be HOST:PORT"},
+		{nil, []string{"run", "--name", "x", "--listen", "127.0.0.1:http", "--", "true"}, `--listen=127.0.0.1:http: port "http" must be a number`},
+		{nil, []string{"run", "--name", "x", "--progress", "-1s", "--", "true"}, "--progress=-1s: must not be negative"},
+		{nil, []string{"run", "--name", "x", "--timeout", "-1s", "--", "true"}, "--timeout=-1s: must not be negative"},
 		{nil, []string{"run", "--name", "x", "--ttl", "500ms", "--", "true"}, "--ttl=500ms: must be between 1s and 10m0s"},
 		{nil, []string{"run", "--name", "x", "--id", "bad id", "--", "true"}, `--id=bad id: has " " at byte 3`},
 		{nil, []string{"run", "--name", "x", "--endpoints", "foo", "--", "true"}, `--endpoints=foo: "foo" is not host:port`},
@@ -598,5 +604,92 @@ func TestLeaderTLSAndAuth(t *testing.T) {
 	os.Unsetenv("ELECTION_PASSWORD")
 	if code, _, errOut := elect(t, "leader", "--name", "/app/leader", "--endpoints", srv.Endpoints()[0], "--dial-timeout", "1s"); code != exitFailure {
 		t.Errorf("leader without TLS against a TLS server: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// elect run --listen serves the metrics and health endpoints while it
+// runs: the leader is healthy and ready, its metrics say it leads; the
+// waiter is not ready (/readyz) but is for /readyz/any, and its progress
+// lines say what it waits for.
+func TestRunListenAndProgress(t *testing.T) {
+	srv := etcdtest.New(t, embedetcd.Config{})
+	args := func(id string) []string {
+		return []string{"run", "--endpoints", srv.Endpoints()[0], "--name", "/test/listen", "--id", id, "--ttl", "2s",
+			"--listen", "127.0.0.1:0", "--progress", "100ms", "--", "sleep", "60"}
+	}
+	addrOf := func(p *proc) string {
+		var addr string
+		waitFor(t, p.name+" to listen", func() bool {
+			for _, line := range strings.Split(p.stderr.String(), "\n") {
+				if _, rest, ok := strings.Cut(line, " on http://"); ok {
+					addr = strings.TrimSpace(rest)
+					return true
+				}
+			}
+			return false
+		})
+		return addr
+	}
+	get := func(addr, path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	a := startElect(t, "elect run a", nil, args("a")...)
+	aAddr := addrOf(a)
+	waitFor(t, "a to lead", func() bool { return strings.Contains(a.stderr.String(), "leader with token") })
+	waitFor(t, "a's metrics to say it leads", func() bool {
+		_, m := get(aAddr, "/metrics")
+		return strings.Contains(m, `election_leading{election="/test/listen"} 1`)
+	})
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/readyz/any": 200} {
+		if code, body := get(aAddr, path); code != want {
+			t.Errorf("leader: GET %s = %d %q; want %d", path, code, body, want)
+		}
+	}
+	if code, body := get(aAddr, "/leader"); code != 200 || !strings.Contains(body, `"id":"a"`) || !strings.Contains(body, `"self":true`) {
+		t.Errorf("leader: GET /leader = %d %s; want a, self", code, body)
+	}
+	b := startElect(t, "elect run b", nil, args("b")...)
+	bAddr := addrOf(b)
+	waitFor(t, "b's progress lines", func() bool {
+		e := b.stderr.String()
+		return strings.Contains(e, "waiting to lead /test/listen; a leads (token ") &&
+			strings.Contains(e, "still waiting to lead /test/listen, since ")
+	})
+	waitFor(t, "b to follow the election", func() bool {
+		code, _ := get(bAddr, "/readyz/any")
+		return code == 200
+	})
+	if code, body := get(bAddr, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("waiter: GET /readyz = %d %q; want 503", code, body)
+	}
+	if code, body := get(bAddr, "/leader"); code != 200 || !strings.Contains(body, `"id":"a"`) || !strings.Contains(body, `"self":false`) {
+		t.Errorf("waiter: GET /leader = %d %s; want a, not self", code, body)
+	}
+	if _, m := get(bAddr, "/metrics"); !strings.Contains(m, `election_leading{election="/test/listen"} 0`) {
+		t.Errorf("waiter's metrics do not say it does not lead:\n%s", m)
+	}
+	// A third candidate that gives up: exit 124, and a stays the leader.
+	c := startElect(t, "elect run c", nil, append(args("c")[:len(args("c"))-3], "--timeout", "300ms", "--", "sleep", "60")...)
+	if code := c.wait(t); code != exitTimedOut || !strings.Contains(c.stderr.String(), "did not lead /test/listen within --timeout 300ms") {
+		t.Errorf("elect run --timeout 300ms behind a leader: exit %d; want %d\n%s", code, exitTimedOut, c.stderr.String())
+	}
+	if code, body := get(aAddr, "/readyz"); code != 200 {
+		t.Errorf("leader after c gave up: GET /readyz = %d %q", code, body)
+	}
+	for _, p := range []*proc{b, a} {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.wait(t); code != 0 {
+			t.Errorf("%s: exit %d after SIGTERM; want 0", p.name, code)
+		}
 	}
 }
