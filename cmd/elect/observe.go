@@ -29,11 +29,13 @@ func observeCommand() *command {
 		synopsis: "--name NAME [--json] [--endpoints LIST] [flags]",
 		about: `Watches the election without taking part in it and prints one line per
 change of leader: the local time, the leader's ID, its fencing token, its
-priority and its value, or "(no leader)". The first line is the state when observe starts.
-With --json each line is a JSON object:
+priority and its value, or "(no leader)", then the changes seen so far
+(changes=N, as the metric election_leader_changes_total counts them) and
+how long the state before lasted (after=D). The first line is the state
+when observe starts. With --json each line is a JSON object:
 
-  {"time":"…","leader":true,"id":"sched-1","token":42,"priority":1,"value":"10.0.0.7:8080"}
-  {"time":"…","leader":false}
+  {"time":"…","leader":true,"id":"sched-1","token":42,"priority":1,"value":"10.0.0.7:8080","changes":3,"after_seconds":12.5}
+  {"time":"…","leader":false,"changes":4,"after_seconds":0.8}
 
 A slow reader may miss a short-lived leader, never the newest. observe runs
 until interrupted (SIGINT or SIGTERM: exit 0). Exit codes: 0 stopped by a
@@ -55,8 +57,17 @@ ELECTION_NAME=/services/scheduler elect observe --json | jq -r 'select(.leader) 
 					return err
 				}
 				defer closeAll()
+				var last time.Time
+				changes := -1
 				for l := range e.Observe(ctx) {
-					if err := writeLeader(w, asJSON, time.Now(), l); err != nil {
+					now := time.Now()
+					changes++
+					v := view{at: now, changes: changes, waiting: -1}
+					if !last.IsZero() {
+						v.after = now.Sub(last)
+					}
+					last = now
+					if err := writeLeader(w, asJSON, v, l); err != nil {
 						return err
 					}
 				}
@@ -75,10 +86,11 @@ func leaderCommand() *command {
 		summary:  "print the current leader of an election once (exit 3 when there is none)",
 		synopsis: "--name NAME [--json] [--endpoints LIST] [flags]",
 		about: `Prints the election's current leader once, for scripts: its ID, fencing
-token, priority and value on one line, or with --json as a JSON object
-{"id":"sched-1","token":42,"priority":1,"value":"10.0.0.7:8080"} (a
-priority of 0 is left out). The read is
-linearizable: it sees every leadership etcd confirmed before it.
+token, priority and value on one line, then how many candidates wait
+behind it (waiting=N), or with --json as a JSON object
+{"id":"sched-1","token":42,"priority":1,"value":"10.0.0.7:8080","waiting":2}
+(a priority of 0 is left out). The read is linearizable: it sees every
+leadership the store confirmed before it.
 
 Exit codes: 0 a leader was printed, 3 the election has no leader now
 (nothing is printed), 1 the store failed, 2 bad command line.`,
@@ -106,7 +118,11 @@ addr=$(elect leader --name /services/scheduler --json | jq -r .value)`,
 				case err != nil:
 					return err
 				}
-				return writeLeader(w, asJSON, time.Time{}, l)
+				v := view{waiting: -1}
+				if cs, err := election.Candidates(ctx, e); err == nil {
+					v.waiting = len(cs)
+				}
+				return writeLeader(w, asJSON, v, l)
 			}
 		},
 	}
@@ -115,22 +131,43 @@ addr=$(elect leader --name /services/scheduler --json | jq -r .value)`,
 // leaderJSON is one line of observe --json (with Time) or the output of
 // leader --json (without).
 type leaderJSON struct {
-	Time     string `json:"time,omitempty"`
-	Leader   *bool  `json:"leader,omitempty"`
-	ID       string `json:"id,omitempty"`
-	Token    uint64 `json:"token,omitempty"`
-	Priority int64  `json:"priority,omitempty"`
-	Value    string `json:"value,omitempty"`
+	Time     string   `json:"time,omitempty"`
+	Leader   *bool    `json:"leader,omitempty"`
+	ID       string   `json:"id,omitempty"`
+	Token    uint64   `json:"token,omitempty"`
+	Priority int64    `json:"priority,omitempty"`
+	Value    string   `json:"value,omitempty"`
+	Changes  *int     `json:"changes,omitempty"`
+	After    *float64 `json:"after_seconds,omitempty"`
+	Waiting  *int     `json:"waiting,omitempty"`
 }
 
-// writeLeader writes one line about l; at is its time, or zero for none.
-func writeLeader(w io.Writer, asJSON bool, at time.Time, l election.Leader) error {
+// view is what a line says besides the leader: observe's time, changes
+// and the previous state's length; leader's count of waiting candidates
+// (-1: unknown).
+type view struct {
+	at      time.Time
+	changes int
+	after   time.Duration
+	waiting int
+}
+
+// writeLeader writes one line about l.
+func writeLeader(w io.Writer, asJSON bool, v view, l election.Leader) error {
+	at := v.at
 	var line []byte
 	if asJSON {
 		j := leaderJSON{ID: l.ID, Token: l.Token, Priority: l.Priority, Value: string(l.Value)}
 		if !at.IsZero() {
 			lead := !l.IsZero()
-			j.Time, j.Leader = at.Format(timeLayout), &lead
+			j.Time, j.Leader, j.Changes = at.Format(timeLayout), &lead, &v.changes
+			if v.after > 0 {
+				secs := v.after.Seconds()
+				j.After = &secs
+			}
+		}
+		if v.waiting >= 0 {
+			j.Waiting = &v.waiting
 		}
 		b, err := json.Marshal(j)
 		if err != nil {
@@ -142,10 +179,20 @@ func writeLeader(w io.Writer, asJSON bool, at time.Time, l election.Leader) erro
 			line = fmt.Appendf(line, "%s  ", at.Format(timeLayout))
 		}
 		if l.IsZero() {
-			line = append(line, "(no leader)\n"...)
+			line = append(line, "(no leader)"...)
 		} else {
-			line = fmt.Appendf(line, "%s  token=%d  priority=%d  value=%s\n", l.ID, l.Token, l.Priority, strconv.Quote(string(l.Value)))
+			line = fmt.Appendf(line, "%s  token=%d  priority=%d  value=%s", l.ID, l.Token, l.Priority, strconv.Quote(string(l.Value)))
 		}
+		if !at.IsZero() {
+			line = fmt.Appendf(line, "  changes=%d", v.changes)
+			if v.after > 0 {
+				line = fmt.Appendf(line, "  after=%v", v.after.Round(time.Millisecond))
+			}
+		}
+		if v.waiting >= 0 {
+			line = fmt.Appendf(line, "  waiting=%d", v.waiting)
+		}
+		line = append(line, '\n')
 	}
 	_, err := w.Write(line)
 	return err

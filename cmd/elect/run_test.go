@@ -455,12 +455,12 @@ func TestObserveAndLeader(t *testing.T) {
 		return strings.Contains(text.stdout.String(), wantText) && strings.Contains(js.stdout.String(), `"token":`+tok)
 	})
 	code, out, errOut := elect(t, "leader", "--endpoints", ep, "--name", name)
-	if code != 0 || out != wantText+"\n" {
+	if code != 0 || out != wantText+"  waiting=0\n" {
 		t.Errorf("leader: exit %d, stdout %q, stderr %q; want %q", code, out, errOut, wantText)
 	}
 	code, out, _ = elect(t, "leader", "--endpoints", ep, "--name", name, "--json")
 	var j map[string]any
-	if code != 0 || json.Unmarshal([]byte(out), &j) != nil || j["id"] != "x" || j["value"] != "10.0.0.7:8080" || j["token"] != float64(term.Token()) {
+	if code != 0 || json.Unmarshal([]byte(out), &j) != nil || j["id"] != "x" || j["value"] != "10.0.0.7:8080" || j["token"] != float64(term.Token()) || j["waiting"] != float64(0) {
 		t.Errorf("leader --json: exit %d, %q", code, out)
 	}
 
@@ -480,11 +480,14 @@ func TestObserveAndLeader(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("observe --json printed %d lines, want 3:\n%s", len(lines), js.stdout.String())
 	}
-	for _, l := range lines {
+	for i, l := range lines {
 		var j leaderJSON
-		if err := json.Unmarshal([]byte(l), &j); err != nil || j.Time == "" || j.Leader == nil {
-			t.Errorf("bad JSON line %q: %v", l, err)
+		if err := json.Unmarshal([]byte(l), &j); err != nil || j.Time == "" || j.Leader == nil || j.Changes == nil || *j.Changes != i || (i > 0) != (j.After != nil) {
+			t.Errorf("bad JSON line %d %q: %v (want changes=%d, after_seconds from the second line on)", i, l, err, i)
 		}
+	}
+	if !strings.Contains(text.stdout.String(), "changes=2  after=") {
+		t.Errorf("observe's third line does not say changes=2 and after=:\n%s", text.stdout.String())
 	}
 	for _, l := range strings.Split(strings.TrimSpace(text.stdout.String()), "\n") {
 		at, _, _ := strings.Cut(l, "  ")

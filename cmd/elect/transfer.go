@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/electkit/election"
 )
@@ -75,7 +74,7 @@ elect transfer --name /services/scheduler --json   # to the best waiting candida
 				case err != nil:
 					return err
 				}
-				return writeLeader(w, asJSON, time.Time{}, l)
+				return writeLeader(w, asJSON, view{waiting: -1}, l)
 			}
 		},
 	}
