@@ -27,6 +27,7 @@ consumer() {
 	cp "$root/go.sum" "$d/go.sum"
 	cat "$root/backend/etcd/go.sum" >>"$d/go.sum"
 	(cd "$d" && go mod tidy >/dev/null && go build -o /dev/null . && go list -m all) >"$d/modules"
+	(cd "$d" && go list -deps -f '{{with .Module}}{{.Path}}{{end}}' . | sort -u | grep -v "^example.com/") >"$d/built"
 	wc -l <"$d/modules"
 }
 
@@ -42,6 +43,10 @@ printf '  %-48s %4d\n' github.com/electkit/election/backend/zk "$zk"
 printf '  %-48s %4d\n' github.com/electkit/election/backend/inmem "$inmem"
 echo "  backend/etcd's beyond concurrency's: $(comm -13 <(cut -d' ' -f1 "$tmp/concurrency/modules" | tail -n +2 | sort) <(cut -d' ' -f1 "$tmp/etcd/modules" | tail -n +2 | sort) | tr '\n' ' ')"
 echo "  backend/inmem's: $(cut -d' ' -f1 "$tmp/inmem/modules" | tail -n +2 | tr '\n' ' ')"
+echo "modules whose packages are compiled into the program:"
+for b in concurrency etcd zk inmem; do
+	printf '  %-12s %3d: %s\n' "$b" "$(wc -l <"$tmp/$b/built")" "$(grep -v '^go\.\|^google\.\|^golang\.org' "$tmp/$b/built" | tr '\n' ' ')"
+done
 fail=0
 if ((etcd > concurrency + 5)); then
 	echo "FAIL: backend/etcd's graph is $((etcd - concurrency)) modules larger than concurrency's (at most 5)"
