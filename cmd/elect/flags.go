@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -110,6 +111,22 @@ func (f *flagSet) Int(p *int, name, meta string, def int, usage string) {
 			return nil
 		},
 		get: func() string { return strconv.Itoa(*p) },
+	})
+}
+
+// Float defines a number flag ("1.5", "60").
+func (f *flagSet) Float(p *float64, name, meta string, def float64, usage string) {
+	*p = def
+	f.define(name, meta, usage, &value{
+		set: func(s string) error {
+			n, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+			if err != nil || math.IsNaN(n) || math.IsInf(n, 0) {
+				return errors.New("not a number")
+			}
+			*p = n
+			return nil
+		},
+		get: func() string { return strconv.FormatFloat(*p, 'g', -1, 64) },
 	})
 }
 

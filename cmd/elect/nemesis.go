@@ -56,7 +56,8 @@ elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30
 				seed                 int
 				duration, ttl, work  time.Duration
 				gap                  time.Duration
-				candidates           int
+				candidates, overlap  int
+				rate                 float64
 				noFence, verbose     bool
 			)
 			f.String(&backend, "backend", "NAME", "etcd", "etcd, zk or inmem")
@@ -67,12 +68,14 @@ elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30
 			f.Bool(&noFence, "no-fence", false, "the register accepts every write (negative control)")
 			f.Duration(&work, "work", "D", harness.DefaultWork, "a leader's work between its validity check and its write")
 			f.Duration(&gap, "gap", "D", 0, "the quiet time before each fault is drawn below D (default: TTL/2 to TTL+1s)")
+			f.Float(&rate, "rate", "N", 0, "start N faults a minute, overlapping (up to --overlap at once, on targets no other fault holds; a third aimed at the leader); 0: one at a time")
+			f.Int(&overlap, "overlap", "N", harness.DefaultOverlap, "with --rate: faults running at once")
 			f.String(&faults, "faults", "LIST", "", "comma-separated fault kinds (default: all of the backend's)")
 			f.String(&out, "out", "DIR", "", "directory for history.json and the visualization of a failing run (default: a new temporary directory)")
 			f.Bool(&verbose, "verbose", false, "print each fault as it is injected")
 			return func(ctx context.Context, w io.Writer) error {
 				cfg := harness.Config{Backend: backend, Seed: int64(seed), Duration: duration,
-					Candidates: candidates, TTL: ttl, Unfenced: noFence, Work: work, Gap: gap}
+					Candidates: candidates, TTL: ttl, Unfenced: noFence, Work: work, Gap: gap, Rate: rate, Overlap: overlap}
 				if faults != "" {
 					for _, k := range strings.Split(faults, ",") {
 						cfg.Faults = append(cfg.Faults, strings.TrimSpace(k))
@@ -94,6 +97,12 @@ elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30
 					return f.Bad("work", "must be between 0 and 1s")
 				case gap < 0 || gap > time.Minute:
 					return f.Bad("gap", "must be between 0 and 1m")
+				case rate < 0 || rate > 600:
+					return f.Bad("rate", "must be between 0 and 600 faults a minute")
+				case rate > 0 && backend == "inmem":
+					return f.Bad("rate", "overlapping faults are for --backend etcd and zk")
+				case overlap < 1 || overlap > 10:
+					return f.Bad("overlap", "must be between 1 and 10")
 				}
 				kinds := harness.Kinds(backend)
 				for _, k := range cfg.Faults {

@@ -181,15 +181,37 @@ type candidate struct {
 	s    sink
 	rep  *reporter
 
-	mu     sync.Mutex
-	doneAt map[*election.Term]chan int64 // Mono instant Done closed, per Term
+	mu      sync.Mutex
+	doneAt  map[*election.Term]chan int64 // Mono instant Done closed, per Term
+	elected map[uint64]*electedReport     // per token: its Elected event, reported by the Observer
+	watched bool                          // the Elector has c's Observer
+}
+
+// electedReport is a Term's Elected event as the Observer reported it:
+// ready closes once delivered is set.
+type electedReport struct {
+	ready     chan struct{}
+	delivered <-chan struct{}
+}
+
+// electedOf returns the report of the Term with token, made on first use.
+func (c *candidate) electedOf(token uint64) *electedReport {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.elected[token]
+	if e == nil {
+		e = &electedReport{ready: make(chan struct{})}
+		c.elected[token] = e
+	}
+	return e
 }
 
 func newCandidate(id string, pid int, work time.Duration, s sink) *candidate {
 	if work <= 0 {
 		work = DefaultWork
 	}
-	return &candidate{id: id, pid: pid, work: work, s: s, rep: newReporter(s), doneAt: map[*election.Term]chan int64{}}
+	return &candidate{id: id, pid: pid, work: work, s: s, rep: newReporter(s), doneAt: map[*election.Term]chan int64{},
+		elected: map[uint64]*electedReport{}}
 }
 
 // afterRenew is the after-renewal hook: each confirmed renewal reports the
@@ -204,13 +226,23 @@ func (c *candidate) afterRenew(rn election.Renewal) {
 		At: mono.Of(rn.Sent.Add(rn.Latency)), Deadline: mono.Of(rn.Deadline)})
 }
 
-// observer reports the end of each Term as the lease clock sees it, and
-// waits (briefly) for the register to have it: a hand-over of the
-// leadership (Transfer, preemption) is sent only after, so the register
-// knows the Term was over before the next leader began, even if this
-// process is killed right after.
+// observer reports the start of each Term, as the lease clock sees it —
+// every Term, also one that Run resigns at once because it is stopping,
+// without calling OnElected — and its end, and waits (briefly) for the
+// register to have the end: a hand-over of the leadership (Transfer,
+// preemption) is sent only after, so the register knows the Term was over
+// before the next leader began, even if this process is killed right
+// after.
 func (c *candidate) observer() *election.Observer {
-	return &election.Observer{Ended: func(l election.Leader, cause error) {
+	c.mu.Lock()
+	c.watched = true
+	c.mu.Unlock()
+	return &election.Observer{Elected: func(l election.Leader, deadline time.Time) {
+		e := c.electedOf(l.Token)
+		e.delivered = c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: l.Token,
+			At: mono.Now(), Deadline: mono.Of(deadline)})
+		close(e.ready)
+	}, Ended: func(l election.Leader, cause error) {
 		msg := ""
 		if cause != nil {
 			msg = cause.Error()
@@ -228,13 +260,30 @@ func (c *candidate) callbacks() election.Callbacks {
 }
 
 func (c *candidate) onElected(ctx context.Context, t *election.Term) {
-	at := mono.Now()
-	delivered := c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: t.Token(),
-		At: at, Deadline: mono.Of(t.Deadline())})
 	ch := make(chan int64, 1)
 	c.mu.Lock()
 	c.doneAt[t] = ch
+	watched := c.watched
 	c.mu.Unlock()
+	var delivered <-chan struct{}
+	if watched {
+		// The Observer reports the Term's start (its calls are queued: it
+		// may come just after this).
+		e := c.electedOf(t.Token())
+		select {
+		case <-e.ready:
+			delivered = e.delivered
+		case <-time.After(5 * time.Second):
+			watched = false // never came: report it here
+		}
+		c.mu.Lock()
+		delete(c.elected, t.Token())
+		c.mu.Unlock()
+	}
+	if !watched { // no Observer on this Elector: report it here
+		delivered = c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: t.Token(),
+			At: mono.Now(), Deadline: mono.Of(t.Deadline())})
+	}
 	go func() {
 		<-t.Done()
 		ch <- mono.Now()

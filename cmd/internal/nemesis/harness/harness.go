@@ -106,6 +106,7 @@ const (
 	DefaultCandidates = 5
 	DefaultTTL        = 2 * time.Second
 	DefaultDuration   = 30 * time.Second
+	DefaultOverlap    = 3
 )
 
 // Config is one run.
@@ -132,6 +133,17 @@ type Config struct {
 	// is drawn from [0, Gap), so a fault may follow the previous one's
 	// heal or recovery at once. Zero means the default, [TTL/2, TTL+1s).
 	Gap time.Duration
+	// Rate, when positive, starts faults at this many a minute, each
+	// after a gap drawn around 60/Rate seconds, without waiting for the
+	// previous one to end: up to Overlap run at once, each on a target no
+	// other running fault holds, at most one on the store's members at a
+	// time. Each fault draws from a generator of its own, seeded from the
+	// schedule, so the schedule (kinds, start gaps, each fault's draws) is
+	// the seed's whatever the timing. Zero: one fault at a time (Gap).
+	Rate float64
+	// Overlap bounds the faults running at once under Rate; 0 means
+	// DefaultOverlap.
+	Overlap int
 	// VisPath is where a failing run writes porcupine's visualization of
 	// the register's history (with the Terms and faults); none when empty.
 	VisPath string
@@ -204,6 +216,18 @@ func (c *Config) normalize() error {
 	if c.Gap < 0 || c.Gap > time.Minute {
 		return bad("Gap", c.Gap.String(), "must be between 0 and 1m")
 	}
+	if c.Rate < 0 || c.Rate > 600 {
+		return bad("Rate", fmt.Sprint(c.Rate), "must be between 0 and 600 faults a minute")
+	}
+	if c.Rate > 0 && c.Backend == "inmem" {
+		return bad("Rate", fmt.Sprint(c.Rate), "overlapping faults are for the store backends (etcd, zk)")
+	}
+	if c.Overlap == 0 {
+		c.Overlap = DefaultOverlap
+	}
+	if c.Overlap < 1 || c.Overlap > 10 {
+		return bad("Overlap", fmt.Sprint(c.Overlap), "must be between 1 and 10")
+	}
 	if c.Backend != "inmem" && c.Bin == "" {
 		return bad("Bin", `""`, "the elect binary is required to run "+c.Backend+" candidates")
 	}
@@ -225,11 +249,16 @@ type run struct {
 	pick *rand.Rand
 	log  io.Writer
 
-	st       store
-	procs    []*proc // live candidates, in start order
-	storeCut map[int]bool
-	nextID   int
-	prio     int64 // the highest priority a preempt fault gave so far
+	st store
+	// smu guards the candidates and the store faults' state: faults run
+	// at once under Config.Rate.
+	smu       sync.Mutex
+	procs     []*proc // live candidates, in start order
+	storeCut  map[int]bool
+	nextID    int
+	prio      int64          // the highest priority a preempt fault gave so far
+	busy      map[*proc]bool // candidates a running fault holds
+	storeBusy bool           // a store-kill or store-cut runs
 
 	mu     sync.Mutex
 	faults []nemesis.Fault
@@ -273,7 +302,7 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 	defer reg.Close()
 	r := &run{cfg: cfg, dir: dir, reg: reg, rng: rand.New(rand.NewSource(cfg.Seed)),
 		pick: rand.New(rand.NewSource(^cfg.Seed)), log: cfg.Log,
-		storeCut: map[int]bool{}, killed: map[string]int64{}}
+		storeCut: map[int]bool{}, killed: map[string]int64{}, busy: map[*proc]bool{}}
 	hist := &nemesis.History{Backend: cfg.Backend, Seed: cfg.Seed, Fenced: !cfg.Unfenced}
 	r.logf("nemesis: backend %s, seed %d, %v, %d candidates, TTL %v, fenced %v, faults %s",
 		cfg.Backend, cfg.Seed, cfg.Duration, cfg.Candidates, cfg.TTL, !cfg.Unfenced, strings.Join(cfg.Faults, ","))
@@ -355,9 +384,11 @@ func (r *run) spawn() (*proc, error) { return r.spawnWith(0) }
 
 // spawnWith starts a fresh candidate of the given priority.
 func (r *run) spawnWith(priority int64) (*proc, error) {
+	r.smu.Lock()
+	defer r.smu.Unlock()
 	r.nextID++
 	id := fmt.Sprintf("c%d", r.nextID)
-	p, err := r.startProc(id, priority)
+	p, err := r.startProc(id, priority) // reads storeCut: under smu
 	if err != nil {
 		return nil, err
 	}
@@ -368,7 +399,16 @@ func (r *run) spawnWith(priority int64) (*proc, error) {
 // replaceExited replaces each candidate process that exited on its own (no
 // fault ends a candidate: that is a finding, in its log) by a fresh one.
 func (r *run) replaceExited() {
-	for _, p := range slices.Clone(r.procs) {
+	r.smu.Lock()
+	procs := slices.Clone(r.procs)
+	r.smu.Unlock()
+	for _, p := range procs {
+		r.smu.Lock()
+		held := r.busy[p]
+		r.smu.Unlock()
+		if held {
+			continue // its fault deals with it
+		}
 		select {
 		case <-p.exited:
 		default:
@@ -377,7 +417,7 @@ func (r *run) replaceExited() {
 		r.logf("candidate %s (pid %d) exited on its own (%v): see %s", p.id, p.pid(), p.cmd.ProcessState,
 			filepath.Join(r.dir, "candidate-"+p.id+".log"))
 		p.closeProxies()
-		r.procs = slices.DeleteFunc(r.procs, func(q *proc) bool { return q == p })
+		r.drop(p)
 		if q, err := r.spawn(); err == nil {
 			r.logf("%s replaces %s", q.id, p.id)
 		}
@@ -385,6 +425,12 @@ func (r *run) replaceExited() {
 }
 
 func (r *run) procByID(id string) *proc {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	return r.procByIDLocked(id)
+}
+
+func (r *run) procByIDLocked(id string) *proc {
 	for _, p := range r.procs {
 		if p.id == id {
 			return p
@@ -431,12 +477,45 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // between returns a duration in [lo, hi) from the seed.
-func (r *run) between(lo, hi time.Duration) time.Duration {
+func (r *run) between(lo, hi time.Duration) time.Duration { return betweenWith(r.rng, lo, hi) }
+
+func betweenWith(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	if hi <= lo {
 		return lo
 	}
-	return lo + time.Duration(r.rng.Int63n(int64(hi-lo)))
+	return lo + time.Duration(rng.Int63n(int64(hi-lo)))
 }
+
+// draws are one fault's generators under Config.Rate: sched for its
+// durations and choices, pick for its targets.
+type draws struct{ sched, pick *rand.Rand }
+
+type drawsKey struct{}
+
+// rngOf returns the generator of the fault running under ctx: its own
+// under Config.Rate, else the run's schedule.
+func (r *run) rngOf(ctx context.Context) *rand.Rand {
+	if d, ok := ctx.Value(drawsKey{}).(*draws); ok {
+		return d.sched
+	}
+	return r.rng
+}
+
+// pickOf returns the target generator of the fault running under ctx.
+func (r *run) pickOf(ctx context.Context) *rand.Rand {
+	if d, ok := ctx.Value(drawsKey{}).(*draws); ok {
+		return d.pick
+	}
+	return r.pick
+}
+
+// betweenIn draws a duration for the fault running under ctx.
+func (r *run) betweenIn(ctx context.Context, lo, hi time.Duration) time.Duration {
+	return betweenWith(r.rngOf(ctx), lo, hi)
+}
+
+// errBusy: the fault found no target free of the other running faults.
+var errBusy = errors.New("every possible target is held by another fault")
 
 // mix injects faults for cfg.Duration: each cycle goes through every kind
 // once, in an order the seed shuffles, with a quiet gap before each fault
@@ -444,6 +523,9 @@ func (r *run) between(lo, hi time.Duration) time.Duration {
 func (r *run) mix(ctx context.Context) error { return r.mixWith(ctx, r.inject) }
 
 func (r *run) mixWith(ctx context.Context, inject func(ctx context.Context, kind string) error) error {
+	if r.cfg.Rate > 0 {
+		return r.mixOverlapping(ctx, inject)
+	}
 	end := time.Now().Add(r.cfg.Duration)
 	var order []string
 	for time.Now().Before(end) {
@@ -474,17 +556,122 @@ func (r *run) mixWith(ctx context.Context, inject func(ctx context.Context, kind
 	return nil
 }
 
-// target returns the current leader's process, or, when no leader is
-// reported or its process is not one of ours, a random candidate.
-func (r *run) target(preferLeader bool) *proc {
+// mixOverlapping is mix under Config.Rate: a fault starts every gap
+// (drawn from [½, 1½) × 60/Rate s) while at most Overlap run.
+func (r *run) mixOverlapping(ctx context.Context, inject func(ctx context.Context, kind string) error) error {
+	end := time.Now().Add(r.cfg.Duration)
+	interval := time.Duration(float64(time.Minute) / r.cfg.Rate)
+	slots := make(chan struct{}, r.cfg.Overlap)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var order []string
+	for time.Now().Before(end) {
+		if err := sleep(ctx, r.between(interval/2, interval*3/2)); err != nil {
+			return err
+		}
+		if len(order) == 0 {
+			order = slices.Clone(r.cfg.Faults)
+			r.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		}
+		kind := order[0]
+		order = order[1:]
+		d := &draws{sched: rand.New(rand.NewSource(r.rng.Int63())), pick: rand.New(rand.NewSource(r.rng.Int63()))}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !time.Now().Before(end) {
+			<-slots
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			r.replaceExited()
+			if err := inject(context.WithValue(ctx, drawsKey{}, d), kind); err != nil && ctx.Err() == nil {
+				r.logf("%s: not injected: %v", kind, err)
+			}
+		}()
+	}
+	return ctx.Err()
+}
+
+// target holds and returns the current leader's process, or, when no
+// leader is reported, its process is not one of ours or another fault
+// holds it, a random candidate no fault holds. The caller releases it.
+// With preferLeader false, the share aimed at the leader is the seed's
+// (Config.Rate: a third), the rest at random.
+func (r *run) target(ctx context.Context, preferLeader bool) (*proc, error) {
+	r.smu.Lock()
+	defer r.smu.Unlock()
 	if preferLeader {
 		if ev, ok := r.reg.Leader(); ok {
-			if p := r.procByID(ev.Candidate); p != nil {
-				return p
+			if p := r.procByIDLocked(ev.Candidate); p != nil && !r.busy[p] {
+				r.busy[p] = true
+				return p, nil
 			}
 		}
 	}
-	return r.procs[r.pick.Intn(len(r.procs))]
+	var free []*proc
+	for _, p := range r.procs {
+		if !r.busy[p] {
+			free = append(free, p)
+		}
+	}
+	if len(free) == 0 {
+		return nil, errBusy
+	}
+	p := free[r.pickOf(ctx).Intn(len(free))]
+	r.busy[p] = true
+	return p, nil
+}
+
+// release lets other faults take p again.
+func (r *run) release(p *proc) {
+	r.smu.Lock()
+	delete(r.busy, p)
+	r.smu.Unlock()
+}
+
+// holdStore takes the store's members for one fault, or reports errBusy.
+func (r *run) holdStore() error {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	if r.storeBusy {
+		return errBusy
+	}
+	r.storeBusy = true
+	return nil
+}
+
+func (r *run) releaseStore() {
+	r.smu.Lock()
+	r.storeBusy = false
+	r.smu.Unlock()
+}
+
+// live returns the candidates no fault holds, but for the one whose ID is
+// not.
+func (r *run) live(not string) []*proc {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	var ws []*proc
+	for _, p := range r.procs {
+		if p.id != not && !r.busy[p] {
+			ws = append(ws, p)
+		}
+	}
+	return ws
+}
+
+// drop removes p from the live candidates.
+func (r *run) drop(p *proc) {
+	r.smu.Lock()
+	r.procs = slices.DeleteFunc(r.procs, func(q *proc) bool { return q == p })
+	delete(r.busy, p)
+	r.smu.Unlock()
 }
 
 func (r *run) inject(ctx context.Context, kind string) error {
@@ -515,7 +702,11 @@ func (r *run) inject(ctx context.Context, kind string) error {
 
 // kill: SIGKILL the leader, and start a fresh candidate in its place.
 func (r *run) kill(ctx context.Context) error {
-	p := r.target(true)
+	p, err := r.target(ctx, r.leaderShare(ctx))
+	if err != nil {
+		return err
+	}
+	defer r.release(p)
 	pid := p.pid()
 	start := mono.Now()
 	if err := p.signal(syscall.SIGKILL); err != nil {
@@ -526,7 +717,7 @@ func (r *run) kill(ctx context.Context) error {
 	r.mu.Unlock()
 	<-p.exited
 	p.closeProxies()
-	r.procs = slices.DeleteFunc(r.procs, func(q *proc) bool { return q == p })
+	r.drop(p)
 	r.fault(nemesis.Fault{Kind: Kill, Target: p.id, PID: pid, Start: start})
 	q, err := r.spawn()
 	if err != nil {
@@ -539,13 +730,17 @@ func (r *run) kill(ctx context.Context) error {
 // pause: SIGSTOP the leader for longer than the TTL — until another
 // candidate leads, within a bound — then SIGCONT.
 func (r *run) pause(ctx context.Context) error {
-	p := r.target(true)
+	p, err := r.target(ctx, r.leaderShare(ctx))
+	if err != nil {
+		return err
+	}
+	defer r.release(p)
 	pid := p.pid()
 	start := mono.Now()
 	if err := p.signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
-	minHold := r.cfg.TTL + r.between(500*time.Millisecond, r.cfg.TTL)
+	minHold := r.cfg.TTL + r.betweenIn(ctx, 500*time.Millisecond, r.cfg.TTL)
 	_ = sleep(ctx, minHold)
 	next, err := r.awaitLeader(ctx, p.id, FailoverBound(r.cfg.TTL))
 	if err == nil {
@@ -586,10 +781,14 @@ func (r *run) awaitWrites(ctx context.Context, client string, n int, timeout tim
 // cut: blackhole a candidate's proxies (the leader's, two times in three)
 // for longer than the TTL, then heal.
 func (r *run) cut(ctx context.Context) error {
-	p := r.target(r.rng.Intn(3) < 2)
+	p, err := r.target(ctx, r.rngOf(ctx).Intn(3) < 2)
+	if err != nil {
+		return err
+	}
+	defer r.release(p)
 	start := mono.Now()
 	p.cut()
-	d := r.cfg.TTL + r.between(500*time.Millisecond, r.cfg.TTL+500*time.Millisecond)
+	d := r.cfg.TTL + r.betweenIn(ctx, 500*time.Millisecond, r.cfg.TTL+500*time.Millisecond)
 	_ = sleep(ctx, d)
 	p.heal()
 	r.fault(nemesis.Fault{Kind: Cut, Target: p.id, PID: p.pid(), Start: start, End: mono.Now()})
@@ -599,16 +798,20 @@ func (r *run) cut(ctx context.Context) error {
 
 // storeKill: stop the store's leader member/server, and restart it.
 func (r *run) storeKill(ctx context.Context) error {
+	if err := r.holdStore(); err != nil {
+		return err
+	}
+	defer r.releaseStore()
 	i := r.st.leader()
-	if i < 0 {
-		i = r.pick.Intn(len(r.st.addrs()))
+	if i < 0 || !r.leaderShare(ctx) {
+		i = r.pickOf(ctx).Intn(len(r.st.addrs()))
 	}
 	name := r.st.memberName(i)
 	start := mono.Now()
 	if err := r.st.stopMember(i); err != nil {
 		return err
 	}
-	d := r.between(r.cfg.TTL/2, 2*r.cfg.TTL)
+	d := r.betweenIn(ctx, r.cfg.TTL/2, 2*r.cfg.TTL)
 	_ = sleep(ctx, d)
 	var err error
 	for range 3 { // a port taken meanwhile, a slow start: try again
@@ -625,23 +828,31 @@ func (r *run) storeKill(ctx context.Context) error {
 // storeCutFault: cut every candidate off from the store's leader
 // member/server; heal.
 func (r *run) storeCutFault(ctx context.Context) error {
+	if err := r.holdStore(); err != nil {
+		return err
+	}
+	defer r.releaseStore()
 	i := r.st.leader()
-	if i < 0 {
-		i = r.pick.Intn(len(r.st.addrs()))
+	if i < 0 || !r.leaderShare(ctx) {
+		i = r.pickOf(ctx).Intn(len(r.st.addrs()))
 	}
 	name := r.st.memberName(i)
 	start := mono.Now()
+	d := r.betweenIn(ctx, r.cfg.TTL, 2*r.cfg.TTL+time.Second)
+	r.smu.Lock()
 	r.storeCut[i] = true
 	for _, p := range r.procs {
 		p.proxies[i].Cut()
 	}
-	d := r.between(r.cfg.TTL, 2*r.cfg.TTL+time.Second)
+	r.smu.Unlock()
 	_ = sleep(ctx, d)
+	r.smu.Lock()
 	delete(r.storeCut, i)
 	for _, p := range r.procs {
 		p.proxies[i].Reset()
 		p.proxies[i].Heal()
 	}
+	r.smu.Unlock()
 	r.fault(nemesis.Fault{Kind: StoreCut, Target: name, Start: start, End: mono.Now()})
 	r.logf("store-cut: candidates off %s for %v", name, d.Round(time.Millisecond))
 	return ctx.Err()
@@ -655,7 +866,7 @@ func (r *run) expire(ctx context.Context) error {
 	}
 	start := mono.Now()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	id, ok, err := r.st.expire(octx, r.pick, leader)
+	id, ok, err := r.st.expire(octx, r.pickOf(ctx), leader)
 	cancel()
 	if ok {
 		if err != nil {
@@ -665,16 +876,19 @@ func (r *run) expire(ctx context.Context) error {
 		r.logf("expire: revoked the lease of %s", id)
 		return nil
 	}
-	var ws []*proc
-	for _, p := range r.procs {
-		if p.id != leader {
-			ws = append(ws, p)
-		}
-	}
+	ws := r.live(leader)
 	if len(ws) == 0 {
-		return errors.New("no waiting candidate")
+		return errors.New("no waiting candidate free of other faults")
 	}
-	p := ws[r.pick.Intn(len(ws))]
+	p := ws[r.pickOf(ctx).Intn(len(ws))]
+	r.smu.Lock()
+	held := r.busy[p]
+	r.busy[p] = true
+	r.smu.Unlock()
+	if held {
+		return errBusy
+	}
+	defer r.release(p)
 	p.cut()
 	// Past the session timeout (= TTL) and one server tick.
 	d := r.cfg.TTL + 1500*time.Millisecond
@@ -688,10 +902,10 @@ func (r *run) expire(ctx context.Context) error {
 // garbage writes stray entries under the election prefix, leaves them for
 // a while, and removes them.
 func (r *run) garbage(ctx context.Context) error {
-	d := r.between(r.cfg.TTL/2, 2*r.cfg.TTL) // drawn whatever happens next
+	d := r.betweenIn(ctx, r.cfg.TTL/2, 2*r.cfg.TTL) // drawn whatever happens next
 	start := mono.Now()
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	remove, err := r.st.garbage(gctx, r.pick)
+	remove, err := r.st.garbage(gctx, r.pickOf(ctx))
 	cancel()
 	if remove == nil {
 		return err
@@ -728,4 +942,14 @@ func BuildElect(ctx context.Context, dir string) (string, error) {
 		return "", fmt.Errorf("go build elect: %v\n%s", err, out)
 	}
 	return bin, nil
+}
+
+// leaderShare says whether a fault that can aim at the leader does: one
+// at a time, always (the leader is where a fault finds the most); under
+// Config.Rate, one time in three, the rest at random targets.
+func (r *run) leaderShare(ctx context.Context) bool {
+	if _, ok := ctx.Value(drawsKey{}).(*draws); !ok {
+		return true
+	}
+	return r.rngOf(ctx).Intn(3) == 0
 }

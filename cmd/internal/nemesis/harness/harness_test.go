@@ -210,6 +210,30 @@ func TestOperator(t *testing.T) {
 	}
 }
 
+// Under Rate, faults start every second or so without waiting for the
+// previous one: they overlap, on targets no other fault holds, and the
+// checkers hold.
+func TestOverlappingFaults(t *testing.T) {
+	cfg := harness.Config{Backend: "etcd", Seed: 7, Rate: 120, Duration: mixDuration(20*time.Second, 10*time.Second)}
+	hist := checkMix(t, cfg, minKinds(6, 3))
+	overlaps := 0
+	for i, f := range hist.Faults {
+		for _, g := range hist.Faults[i+1:] {
+			if f.End != 0 && g.End != 0 && f.Start < g.End && g.Start < f.End && f.Target != g.Target {
+				overlaps++
+			}
+		}
+	}
+	t.Logf("%d faults, %d overlapping pairs", len(hist.Faults), overlaps)
+	// One at a time, a fault and its gap take 3 to 4 s at this TTL.
+	if want := int(cfg.Duration / (2 * time.Second)); len(hist.Faults) < want {
+		t.Errorf("%d faults in %v at %v a minute; want at least %d (one every 2 s)", len(hist.Faults), cfg.Duration, cfg.Rate, want)
+	}
+	if overlaps == 0 {
+		t.Errorf("no two faults overlapped in time")
+	}
+}
+
 func TestNemesisInmem(t *testing.T) {
 	checkMix(t, harness.Config{Backend: "inmem", Seed: 42, Duration: mixDuration(20*time.Second, 10*time.Second)}, 2)
 }
@@ -267,6 +291,9 @@ func TestConfigRefused(t *testing.T) {
 		{Backend: "inmem", TTL: time.Millisecond},
 		{Backend: "inmem", Candidates: 1},
 		{Backend: "inmem", Gap: -time.Second},
+		{Backend: "inmem", Rate: 60},
+		{Backend: "etcd", Bin: "elect", Rate: -1},
+		{Backend: "etcd", Bin: "elect", Rate: 60, Overlap: 11},
 	} {
 		_, _, err := harness.Run(t.Context(), cfg)
 		if !errors.Is(err, election.ErrInvalidOption) {

@@ -31,7 +31,7 @@ import (
 func (r *run) operator(ctx context.Context) error {
 	// The undo's delay is drawn first, whatever the action and whether
 	// one is done: the schedule's draws must not depend on the run.
-	d := r.between(r.cfg.TTL/2, 2*r.cfg.TTL)
+	d := r.betweenIn(ctx, r.cfg.TTL/2, 2*r.cfg.TTL)
 	ev, err := r.awaitLeader(ctx, "", FailoverBound(r.cfg.TTL))
 	if err != nil {
 		return fmt.Errorf("no live leader: %w", err)
@@ -39,7 +39,7 @@ func (r *run) operator(ctx context.Context) error {
 	leader := ev.Candidate
 	start := mono.Now()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	what, undo, err := r.st.operator(octx, r.pick, leader)
+	what, undo, err := r.st.operator(octx, r.pickOf(ctx), leader)
 	cancel()
 	if err != nil {
 		if undo != nil {

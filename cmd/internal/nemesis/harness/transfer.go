@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"syscall"
 	"time"
 
@@ -20,20 +19,28 @@ func (r *run) preempt(ctx context.Context) error {
 	if ev, ok := r.reg.Leader(); ok {
 		leader = ev.Candidate
 	}
-	var ws []*proc
-	for _, p := range r.procs {
-		if p.id != leader {
-			ws = append(ws, p)
-		}
-	}
+	ws := r.live(leader)
 	var stop *proc
 	if len(ws) > 0 {
-		stop = ws[r.pick.Intn(len(ws))]
+		stop = ws[r.pickOf(ctx).Intn(len(ws))]
+		r.smu.Lock()
+		if r.busy[stop] {
+			stop = nil
+		} else {
+			r.busy[stop] = true
+		}
+		r.smu.Unlock()
 	}
+	r.smu.Lock()
 	r.prio++
+	prio := r.prio
+	r.smu.Unlock()
 	start := mono.Now()
-	q, err := r.spawnWith(r.prio)
+	q, err := r.spawnWith(prio)
 	if err != nil {
+		if stop != nil {
+			r.release(stop)
+		}
 		return err
 	}
 	if stop != nil {
@@ -46,7 +53,7 @@ func (r *run) preempt(ctx context.Context) error {
 			<-stop.exited
 		}
 		stop.closeProxies()
-		r.procs = slices.DeleteFunc(r.procs, func(p *proc) bool { return p == stop })
+		r.drop(stop)
 	}
 	next, err := r.awaitLeader(ctx, leader, PreemptHold(r.cfg.TTL)+FailoverBound(r.cfg.TTL))
 	r.fault(nemesis.Fault{Kind: Preempt, Target: q.id, Start: start, End: mono.Now()})
@@ -54,7 +61,7 @@ func (r *run) preempt(ctx context.Context) error {
 	if stop != nil {
 		stopped = stop.id
 	}
-	r.logf("preempt: %s joins with priority %d (leader %q, stopped %s); next leader %q (%v)", q.id, r.prio, leader, stopped, next.Candidate, err)
+	r.logf("preempt: %s joins with priority %d (leader %q, stopped %s); next leader %q (%v)", q.id, prio, leader, stopped, next.Candidate, err)
 	return ctx.Err()
 }
 
@@ -65,16 +72,11 @@ func (r *run) transfer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("no live leader: %w", err)
 	}
-	var ws []*proc
-	for _, p := range r.procs {
-		if p.id != ev.Candidate {
-			ws = append(ws, p)
-		}
-	}
+	ws := r.live(ev.Candidate)
 	if len(ws) == 0 {
 		return errors.New("no waiting candidate")
 	}
-	to := ws[r.pick.Intn(len(ws))].id
+	to := ws[r.pickOf(ctx).Intn(len(ws))].id
 	start := mono.Now()
 	tctx, cancel := context.WithTimeout(ctx, 4*r.cfg.TTL)
 	l, err := r.st.transfer(tctx, to)
