@@ -424,12 +424,6 @@ func (r *run) replaceExited() {
 	}
 }
 
-func (r *run) procByID(id string) *proc {
-	r.smu.Lock()
-	defer r.smu.Unlock()
-	return r.procByIDLocked(id)
-}
-
 func (r *run) procByIDLocked(id string) *proc {
 	for _, p := range r.procs {
 		if p.id == id {
