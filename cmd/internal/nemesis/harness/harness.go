@@ -629,6 +629,22 @@ func (r *run) release(p *proc) {
 	r.smu.Unlock()
 }
 
+// hold holds the process of the candidate id for one fault: errBusy if
+// another fault holds it, nil, nil if it is not one of ours.
+func (r *run) hold(id string) (*proc, error) {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	p := r.procByIDLocked(id)
+	switch {
+	case p == nil:
+		return nil, nil
+	case r.busy[p]:
+		return nil, errBusy
+	}
+	r.busy[p] = true
+	return p, nil
+}
+
 // holdStore takes the store's members for one fault, or reports errBusy.
 func (r *run) holdStore() error {
 	r.smu.Lock()

@@ -37,6 +37,24 @@ func (r *run) operator(ctx context.Context) error {
 		return fmt.Errorf("no live leader: %w", err)
 	}
 	leader := ev.Candidate
+	// Under Config.Rate, no other fault may cut the leader off or pause
+	// it while the operator acts, or have done so when it begins: a leader
+	// that cannot see its key go keeps a valid Term until its deadline, an
+	// overlap no lease can prevent (fencing is for it), not the store
+	// event both learn of together that the P3 check's grace is for. Nor
+	// may a store fault run: a candidate whose store member is cut off or
+	// stopped sees the store's events only once it has moved to another.
+	if err := r.holdStore(); err != nil {
+		return err
+	}
+	defer r.releaseStore()
+	p, err := r.hold(leader)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		defer r.release(p)
+	}
 	start := mono.Now()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	what, undo, err := r.st.operator(octx, r.pickOf(ctx), leader)
