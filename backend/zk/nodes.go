@@ -176,27 +176,42 @@ func isLead(name string) bool {
 
 // view is one listing of the election path, sorted.
 type view struct {
-	order    []child  // blockers first (by sequence), then candidates: priority descending, sequence ascending
+	order []child // blockers first (by sequence), then candidates: priority descending, sequence ascending
+	marks
+}
+
+// marks are the children of a listing that are not in the order.
+type marks struct {
 	leader   bool     // _l is present
 	handover bool     // _t is present
 	leads    []string // leadership nodes present
+}
+
+// note records n if it is _l, _t or a leadership node, and reports
+// whether it was.
+func (m *marks) note(n string) bool {
+	switch {
+	case n == leaderName:
+		m.leader = true
+	case n == handoverName:
+		m.handover = true
+	case isLead(n):
+		m.leads = append(m.leads, n)
+	default:
+		return false
+	}
+	return true
 }
 
 // parseView sorts a listing of the election path.
 func parseView(names []string) view {
 	var v view
 	for _, n := range names {
-		switch {
-		case n == leaderName:
-			v.leader = true
-		case n == handoverName:
-			v.handover = true
-		case isLead(n):
-			v.leads = append(v.leads, n)
-		default:
-			if ch, ok := parseChild(n); ok {
-				v.order = append(v.order, ch)
-			}
+		if v.note(n) {
+			continue
+		}
+		if ch, ok := parseChild(n); ok {
+			v.order = append(v.order, ch)
 		}
 	}
 	slices.SortFunc(v.order, compareChildren)
@@ -220,13 +235,11 @@ func parseChild(n string) (child, bool) {
 // whole election each time; at N = 10,000 a sort per listing was most of
 // a waiter's CPU).
 type place struct {
-	found    bool
-	pred     string // the child just ahead that is not skipped, or ""
-	at       int    // how many children are ahead (skipped ones too)
-	blocked  bool   // a blocker is ahead
-	leader   bool   // _l is present
-	handover bool   // _t is present
-	leads    []string
+	found   bool
+	pred    string // the child just ahead that is not skipped, or ""
+	at      int    // how many children are ahead (skipped ones too)
+	blocked bool   // a blocker is ahead
+	marks
 }
 
 // placeIn finds self in a listing; skip names children that never block.
@@ -237,12 +250,7 @@ func placeIn(names []string, self child, skip map[string]bool) place {
 		switch {
 		case n == self.name:
 			p.found = true
-		case n == leaderName:
-			p.leader = true
-		case n == handoverName:
-			p.handover = true
-		case isLead(n):
-			p.leads = append(p.leads, n)
+		case p.note(n):
 		default:
 			ch, ok := parseChild(n)
 			if !ok || compareChildren(ch, self) >= 0 {
