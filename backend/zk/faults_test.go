@@ -534,3 +534,51 @@ func TestNoHerd(t *testing.T) {
 		}
 	}
 }
+
+// Another client deletes the queue node (_q) while a candidate waits next
+// in line: its claim on the leader's resign checks _q, fails, and it lists
+// and claims as usual; a waiter near the head (or a registration of
+// positive priority) makes _q again, and the order by priority holds.
+func TestQueueNodeDeleted(t *testing.T) {
+	admin := newConn(t)
+	path := newPath(t)
+	a := newElector(t, newConn(t), path, "a")
+	ta := lead(t, a)
+	b := newElector(t, newConn(t), path, "b")
+	chb := campaignAsync(ctxT(t), b)
+	eventually(t, "b to queue", func() bool { return len(cands(t, admin, path)) == 2 })
+	if err := admin.Delete(path+"/_q", -1); err != nil {
+		t.Fatalf("deleting _q: %v", err)
+	}
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, ta, patience, "a's Term after its resign")
+	rb := await(t, chb, patience, "b after a resigned with _q gone")
+	if rb.err != nil {
+		t.Fatal(rb.err)
+	}
+	if rb.t.Token() <= ta.Token() {
+		t.Fatalf("b's token %d not above a's %d", rb.t.Token(), ta.Token())
+	}
+	d := newElector(t, newConn(t), path, "d")
+	chd := campaignAsync(ctxT(t), d)
+	c := newElector(t, newConn(t), path, "c", election.WithPriority(1))
+	chc := campaignAsync(ctxT(t), c)
+	eventually(t, "c and d to queue", func() bool { return len(cands(t, admin, path)) == 3 })
+	if ok, _, err := admin.Exists(path + "/_q"); err != nil || !ok {
+		t.Fatalf("_q after a registration of priority 1: exists %v, %v; want made again", ok, err)
+	}
+	if err := b.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	rc := await(t, chc, patience, "c (priority 1) after b resigned")
+	if rc.err != nil {
+		t.Fatal(rc.err)
+	}
+	select {
+	case r := <-chd:
+		t.Fatalf("d (priority 0, first to queue) led before c (priority 1): %v, %v", r.t, r.err)
+	default:
+	}
+}

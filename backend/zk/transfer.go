@@ -236,7 +236,7 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target string, cau
 			&gozk.DeleteRequest{Path: e.path + "/" + leaderName, Version: -1},
 			&gozk.DeleteRequest{Path: c.node, Version: -1},
 			&gozk.CreateRequest{Path: hp, Data: data, Flags: gozk.FlagEphemeral, Acl: e.cfg.NodeACL},
-			&gozk.SetDataRequest{Path: hp, Data: data, Version: 0},
+			&gozk.SetDataRequest{Path: hp, Data: data, Version: handoverVersion - 1},
 			&gozk.CreateRequest{Path: wk, Flags: gozk.FlagEphemeral, Acl: e.cfg.NodeACL},
 			&gozk.DeleteRequest{Path: wk, Version: -1})
 	})

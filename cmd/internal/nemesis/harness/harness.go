@@ -633,16 +633,26 @@ func (r *run) release(p *proc) {
 // another fault holds it, nil, nil if it is not one of ours.
 func (r *run) hold(id string) (*proc, error) {
 	r.smu.Lock()
-	defer r.smu.Unlock()
 	p := r.procByIDLocked(id)
+	r.smu.Unlock()
 	switch {
 	case p == nil:
 		return nil, nil
-	case r.busy[p]:
+	case !r.take(p):
 		return nil, errBusy
 	}
-	r.busy[p] = true
 	return p, nil
+}
+
+// take holds p for one fault, and reports false if another fault holds it.
+func (r *run) take(p *proc) bool {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	if r.busy[p] {
+		return false
+	}
+	r.busy[p] = true
+	return true
 }
 
 // holdStore takes the store's members for one fault, or reports errBusy.
@@ -891,11 +901,7 @@ func (r *run) expire(ctx context.Context) error {
 		return errors.New("no waiting candidate free of other faults")
 	}
 	p := ws[r.pickOf(ctx).Intn(len(ws))]
-	r.smu.Lock()
-	held := r.busy[p]
-	r.busy[p] = true
-	r.smu.Unlock()
-	if held {
+	if !r.take(p) {
 		return errBusy
 	}
 	defer r.release(p)

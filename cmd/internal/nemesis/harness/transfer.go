@@ -23,13 +23,9 @@ func (r *run) preempt(ctx context.Context) error {
 	var stop *proc
 	if len(ws) > 0 {
 		stop = ws[r.pickOf(ctx).Intn(len(ws))]
-		r.smu.Lock()
-		if r.busy[stop] {
+		if !r.take(stop) {
 			stop = nil
-		} else {
-			r.busy[stop] = true
 		}
-		r.smu.Unlock()
 	}
 	r.smu.Lock()
 	r.prio++
