@@ -137,7 +137,13 @@ func WithPreemption(holdOff time.Duration) Option {
 func WithTTL(d time.Duration) Option { return func(o *Options) { o.TTL = d } }
 
 // WithDrift sets ρ, the assumed bound on how much faster the store's clock
-// may run than this process's (0.01 = 1%).
+// may run than this process's (0.01 = 1%). A Term counts TTL/(1+ρ) − Margin
+// of local time from a renewal's send, so a local clock up to 1+ρ times
+// slower than the store's still ends the Term before the store can expire
+// the lease; a faster one ends it early. ρ covers a clock's rate, not a
+// process whose clock stops while the store's runs (a pause, a suspended
+// machine or VM): fence with Term.Token() for that. Wall-clock steps never
+// matter: deadlines are monotonic readings.
 func WithDrift(rho float64) Option { return func(o *Options) { o.Drift = rho } }
 
 // WithMargin sets the safety margin subtracted from every deadline.

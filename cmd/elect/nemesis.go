@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/electkit/election"
 	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/cmd/internal/nemesis/harness"
 )
@@ -45,11 +47,22 @@ history.json and the linearizability visualization. --no-fence turns the
 register's fencing off: with --faults pause the run must fail (the
 negative control).
 
+Clock faults run a candidate's clock (the library's, through
+internal/clock; never the machine's) at (1+δ) × real time (clock-fast) or
+1/(1+δ) (clock-slow) and cut it off the store past its TTL meanwhile: with
+δ below the drift bound ρ no checker may fail; --skew 0.3 --drift 0.1
+--margin 1ms --no-fence --faults clock-slow must fail P3 (the clock's
+negative control).
+
 Faults: etcd, zk: kill, pause, cut, store-kill, store-cut, expire, garbage,
-operator; inmem: crash, partition.`,
+operator, preempt, transfer, clock-fast, clock-slow, store-partition
+(the store's leader member cut off from the others, sometimes with
+candidates on its side), store-minority (a member cut off from the others,
+candidates on both sides); inmem: crash, partition.`,
 		example: `elect nemesis --backend etcd --seed 42 --duration 3m
 elect nemesis --backend zk --seed 7 --faults kill,pause --out /tmp/nemesis
-elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30s`,
+elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30s
+elect nemesis --backend etcd --faults clock-slow --drift 0.1 --skew 0.3 --margin 1ms --ttl 5s --no-fence`,
 		setup: func(f *flagSet) func(context.Context, io.Writer) error {
 			var (
 				backend, faults, out string
@@ -57,7 +70,8 @@ elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30
 				duration, ttl, work  time.Duration
 				gap                  time.Duration
 				candidates, overlap  int
-				rate                 float64
+				rate, drift, skew    float64
+				margin               time.Duration
 				noFence, verbose     bool
 			)
 			f.String(&backend, "backend", "NAME", "etcd", "etcd, zk or inmem")
@@ -70,12 +84,16 @@ elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30
 			f.Duration(&gap, "gap", "D", 0, "the quiet time before each fault is drawn below D (default: TTL/2 to TTL+1s)")
 			f.Float(&rate, "rate", "N", 0, "start N faults a minute, overlapping (up to --overlap at once, on targets no other fault holds; a third aimed at the leader); 0: one at a time")
 			f.Int(&overlap, "overlap", "N", harness.DefaultOverlap, "with --rate: faults running at once")
+			f.Float(&drift, "drift", "RHO", 0, fmt.Sprintf("the candidates' clock-rate bound ρ (WithDrift; default %g)", election.DefaultDrift))
+			f.Duration(&margin, "margin", "D", 0, fmt.Sprintf("the candidates' deadline margin (WithMargin; default %v)", election.DefaultMargin))
+			f.Float(&skew, "skew", "DELTA", 0, "δ of clock-fast and clock-slow (default: drawn below ρ; at or above ρ with a small --margin: a negative control, P3 must fail)")
 			f.String(&faults, "faults", "LIST", "", "comma-separated fault kinds (default: all of the backend's)")
 			f.String(&out, "out", "DIR", "", "directory for history.json and the visualization of a failing run (default: a new temporary directory)")
 			f.Bool(&verbose, "verbose", false, "print each fault as it is injected")
 			return func(ctx context.Context, w io.Writer) error {
 				cfg := harness.Config{Backend: backend, Seed: int64(seed), Duration: duration,
-					Candidates: candidates, TTL: ttl, Unfenced: noFence, Work: work, Gap: gap, Rate: rate, Overlap: overlap}
+					Candidates: candidates, TTL: ttl, Unfenced: noFence, Work: work, Gap: gap, Rate: rate, Overlap: overlap,
+					Drift: drift, Margin: margin, Skew: skew}
 				if faults != "" {
 					for _, k := range strings.Split(faults, ",") {
 						cfg.Faults = append(cfg.Faults, strings.TrimSpace(k))
@@ -103,6 +121,12 @@ elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30
 					return f.Bad("rate", "overlapping faults are for --backend etcd and zk")
 				case overlap < 1 || overlap > 10:
 					return f.Bad("overlap", "must be between 1 and 10")
+				case math.IsNaN(drift) || drift < 0 || drift > election.MaxDrift:
+					return f.Bad("drift", "must be between 0 (the default) and %g", election.MaxDrift)
+				case margin < 0 || margin > ttl/4:
+					return f.Bad("margin", "must be between 0 (the default) and a quarter of --ttl")
+				case math.IsNaN(skew) || skew < 0 || skew > 1:
+					return f.Bad("skew", "must be between 0 (drawn below ρ) and 1")
 				}
 				kinds := harness.Kinds(backend)
 				for _, k := range cfg.Faults {
@@ -184,6 +208,8 @@ func runCandidate(args []string, stderr io.Writer) int {
 	var prio int
 	f.Int(&prio, "priority", "N", 0, "the candidate's priority")
 	f.Duration(&cfg.Preempt, "preempt", "D", 0, "while leading, step down for a candidate of higher priority once it has waited D (0: never)")
+	f.Float(&cfg.Drift, "drift", "RHO", 0, "the candidate's clock-rate bound ρ (WithDrift; 0: the default)")
+	f.Duration(&cfg.Margin, "margin", "D", 0, "the candidate's deadline margin (WithMargin; 0: the default)")
 	f.Bool(&cfg.Session, "session", false, "etcd: campaign on a Session shared with a candidate of a second election (NAME"+harness.SideSuffix+")")
 	if err := f.Parse(args, func(string) (string, bool) { return "", false }); err != nil {
 		fmt.Fprintf(stderr, "elect %s: %v\n", candidateCommand, err)
@@ -192,6 +218,7 @@ func runCandidate(args []string, stderr io.Writer) int {
 	cfg.Endpoints = strings.Split(endpoints, ",")
 	cfg.Priority = int64(prio)
 	cfg.Log = stderr
+	cfg.Control = os.Stdin // the harness's commands: "rate R" for the clock faults
 	// The etcd credentials come from the environment, not the command line
 	// that every user of the machine can read.
 	cfg.Username, cfg.Password = os.Getenv(harness.EnvUser), os.Getenv(harness.EnvPassword)

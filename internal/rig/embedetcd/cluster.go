@@ -41,7 +41,8 @@ type Member struct {
 	// ClientURL is the URL clients reach the member on, such as
 	// "http://127.0.0.1:40123" ("https://..." with Config.TLS).
 	ClientURL string
-	// PeerURL is the URL other members reach this member on.
+	// PeerURL is the URL other members reach this member on (Config's
+	// PeerFront's, when set).
 	PeerURL string
 	// Dir is the member's data directory.
 	Dir string
@@ -115,7 +116,14 @@ func (c *Cluster) start(n int, cfg Config) (err error) {
 			peerURL:      url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2*i+1]))},
 			clusterToken: token,
 		}
-		peers[i] = name + "=" + specs[i].peerURL.String()
+		if cfg.PeerFront != nil {
+			front, err := cfg.PeerFront(i, specs[i].peerURL.Host)
+			if err != nil {
+				return fmt.Errorf("embedetcd: the peer front of member %s: %w", name, err)
+			}
+			specs[i].advertise = url.URL{Scheme: "http", Host: front}
+		}
+		peers[i] = name + "=" + specs[i].advertisePeer().String()
 	}
 	for i := range specs {
 		specs[i].cluster = strings.Join(peers, ",")
@@ -141,7 +149,7 @@ func (c *Cluster) start(n int, cfg Config) (err error) {
 		m := &Member{
 			Name:      spec.name,
 			ClientURL: spec.clientURL.String(),
-			PeerURL:   spec.peerURL.String(),
+			PeerURL:   spec.advertisePeer().String(),
 			Dir:       spec.dir,
 			cfg:       cfg,
 			spec:      spec,

@@ -78,6 +78,14 @@ type Config struct {
 
 	// Logger receives etcd's logs (nil = zap.NewNop()).
 	Logger *zap.Logger
+
+	// PeerFront, when set, is called once per member of a cluster before
+	// any starts, with the member's index and the host:port it listens on
+	// for peers; it returns the host:port the other members reach it on
+	// instead (a proxy in front of it, which carries their traffic to
+	// listen), advertised as the member's peer URL. Fault harnesses use it
+	// to cut members off from each other.
+	PeerFront func(member int, listen string) (front string, err error)
 }
 
 // normalized returns a copy of cfg with defaults filled in, or an error naming
@@ -131,8 +139,17 @@ type memberSpec struct {
 	dir          string
 	clientURL    url.URL
 	peerURL      url.URL
-	cluster      string // etcd's initial-cluster value: name=peerURL,...
+	advertise    url.URL // the peer URL others reach it on: peerURL, or Config.PeerFront's
+	cluster      string  // etcd's initial-cluster value: name=peerURL,...
 	clusterToken string
+}
+
+// advertisePeer is the peer URL the member advertises.
+func (spec memberSpec) advertisePeer() *url.URL {
+	if spec.advertise.Host != "" {
+		return &spec.advertise
+	}
+	return &spec.peerURL
 }
 
 // embedConfig builds the etcd configuration of one member.
@@ -145,7 +162,7 @@ func (cfg Config) embedConfig(spec memberSpec) *embed.Config {
 	ec.ListenClientUrls = []url.URL{spec.clientURL}
 	ec.AdvertiseClientUrls = []url.URL{spec.clientURL}
 	ec.ListenPeerUrls = []url.URL{spec.peerURL}
-	ec.AdvertisePeerUrls = []url.URL{spec.peerURL}
+	ec.AdvertisePeerUrls = []url.URL{*spec.advertisePeer()}
 	ec.InitialCluster = spec.cluster
 	ec.InitialClusterToken = spec.clusterToken
 	ec.ClusterState = embed.ClusterStateFlagNew

@@ -106,6 +106,28 @@ func Start(dir string) (*Server, error) {
 // StartEnsemble starts n servers forming one ensemble, their files under
 // dir/1 … dir/n, and waits until every one serves as leader or follower.
 func StartEnsemble(dir string, n int) (*Ensemble, error) {
+	return StartEnsembleWith(dir, n, EnsembleConfig{})
+}
+
+// EnsembleConfig tunes StartEnsembleWith.
+type EnsembleConfig struct {
+	// Peer, when set, gives the address server from (an index, 0-based)
+	// reaches server to's quorum port ("quorum") or election port
+	// ("election") on, which really is addr: a proxy in front of it, so
+	// that a fault harness can cut the servers off from each other. Each
+	// server's zoo.cfg names the others by these addresses and itself by
+	// its own.
+	Peer func(from, to int, port, addr string) (string, error)
+}
+
+// The ports EnsembleConfig.Peer is asked about.
+const (
+	QuorumPort   = "quorum"
+	ElectionPort = "election"
+)
+
+// StartEnsembleWith is StartEnsemble with cfg.
+func StartEnsembleWith(dir string, n int, cfg EnsembleConfig) (*Ensemble, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
@@ -116,12 +138,24 @@ func StartEnsemble(dir string, n int) (*Ensemble, error) {
 	if err != nil {
 		return nil, err
 	}
-	var peers []string
-	for i := 0; i < n; i++ {
-		peers = append(peers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, ports[3*i+1], ports[3*i+2]))
-	}
+	quorum := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]) }
+	election := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]) }
 	e := &Ensemble{}
 	for i := 0; i < n; i++ {
+		var peers []string
+		for j := 0; j < n; j++ {
+			q, el := quorum(j), election(j)
+			if j != i && cfg.Peer != nil {
+				if q, err = cfg.Peer(i, j, QuorumPort, q); err == nil {
+					el, err = cfg.Peer(i, j, ElectionPort, el)
+				}
+				if err != nil {
+					e.Stop()
+					return nil, fmt.Errorf("zktest: server %d's address of server %d: %w", i+1, j+1, err)
+				}
+			}
+			peers = append(peers, fmt.Sprintf("server.%d=%s:%s", j+1, q, portOf(el)))
+		}
 		s := &Server{ID: i + 1, Addr: fmt.Sprintf("127.0.0.1:%d", ports[3*i]), Dir: filepath.Join(dir, strconv.Itoa(i+1))}
 		if err := s.writeConfig(ports[3*i], peers); err != nil {
 			e.Stop()
@@ -140,6 +174,14 @@ func StartEnsemble(dir string, n int) (*Ensemble, error) {
 		}
 	}
 	return e, nil
+}
+
+// portOf is the port of host:port.
+func portOf(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[i+1:]
+	}
+	return addr
 }
 
 // Stop kills every server of the ensemble and waits for them to exit.

@@ -49,6 +49,14 @@ type CandidateConfig struct {
 	// WithPreemption.
 	Priority int64
 	Preempt  time.Duration
+	// Drift and Margin are the candidate's WithDrift (ρ) and WithMargin;
+	// 0 means the library's defaults.
+	Drift  float64
+	Margin time.Duration
+	// Control, when set, is read for commands from the harness ("rate R":
+	// the library's clock runs at R × real time from then on; see
+	// skewClock). The command reads its stdin.
+	Control io.Reader
 }
 
 // SideSuffix names the second election of a candidate on a session.
@@ -180,6 +188,7 @@ type candidate struct {
 	work time.Duration
 	s    sink
 	rep  *reporter
+	clk  *skewClock // the library's clock in this process
 
 	mu      sync.Mutex
 	doneAt  map[*election.Term]chan int64 // Mono instant Done closed, per Term
@@ -210,8 +219,8 @@ func newCandidate(id string, pid int, work time.Duration, s sink) *candidate {
 	if work <= 0 {
 		work = DefaultWork
 	}
-	return &candidate{id: id, pid: pid, work: work, s: s, rep: newReporter(s), doneAt: map[*election.Term]chan int64{},
-		elected: map[uint64]*electedReport{}}
+	return &candidate{id: id, pid: pid, work: work, s: s, rep: newReporter(s), clk: newSkewClock(),
+		doneAt: map[*election.Term]chan int64{}, elected: map[uint64]*electedReport{}}
 }
 
 // afterRenew is the after-renewal hook: each confirmed renewal reports the
@@ -223,7 +232,7 @@ func (c *candidate) afterRenew(rn election.Renewal) {
 		return
 	}
 	c.rep.add(nemesis.Event{Kind: nemesis.Renewed, Candidate: c.id, PID: c.pid, Token: rn.Leader.Token,
-		At: mono.Of(rn.Sent.Add(rn.Latency)), Deadline: mono.Of(rn.Deadline)})
+		At: c.clk.monoOf(rn.Sent.Add(rn.Latency)), Deadline: c.clk.monoOf(rn.Deadline)})
 }
 
 // observer reports the start of each Term, as the lease clock sees it —
@@ -240,7 +249,7 @@ func (c *candidate) observer() *election.Observer {
 	return &election.Observer{Elected: func(l election.Leader, deadline time.Time) {
 		e := c.electedOf(l.Token)
 		e.delivered = c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: l.Token,
-			At: mono.Now(), Deadline: mono.Of(deadline)})
+			At: mono.Now(), Deadline: c.clk.monoOf(deadline)})
 		close(e.ready)
 	}, Ended: func(l election.Leader, cause error) {
 		msg := ""
@@ -253,6 +262,25 @@ func (c *candidate) observer() *election.Observer {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}}
+}
+
+// rateChanged reports again the deadline of each Term still valid: the
+// real instant a deadline stands for moves when the clock's rate does, and
+// the history keeps the latest one reported (nemesis.Terms).
+func (c *candidate) rateChanged() {
+	c.mu.Lock()
+	var live []*election.Term
+	for t := range c.doneAt {
+		live = append(live, t)
+	}
+	c.mu.Unlock()
+	for _, t := range live {
+		if t.Err() != nil {
+			continue
+		}
+		c.rep.add(nemesis.Event{Kind: nemesis.Renewed, Candidate: c.id, PID: c.pid, Token: t.Token(),
+			At: mono.Now(), Deadline: c.clk.monoOf(t.Deadline())})
+	}
 }
 
 func (c *candidate) callbacks() election.Callbacks {
@@ -282,7 +310,7 @@ func (c *candidate) onElected(ctx context.Context, t *election.Term) {
 	}
 	if !watched { // no Observer on this Elector: report it here
 		delivered = c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: t.Token(),
-			At: mono.Now(), Deadline: mono.Of(t.Deadline())})
+			At: mono.Now(), Deadline: c.clk.monoOf(t.Deadline())})
 	}
 	go func() {
 		<-t.Done()
@@ -346,10 +374,20 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 	pid := os.Getpid()
 	c := newCandidate(cfg.ID, pid, cfg.Work, remoteSink{nemesis.DialRegister(cfg.Register, cfg.ID, pid)})
 	defer c.rep.flush(10 * time.Second)
+	defer c.clk.install()()
+	if cfg.Control != nil {
+		go readControl(cfg.Control, c.clk, cfg.Log, c.rateChanged)
+	}
 	logger := slog.New(slog.NewTextHandler(cfg.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := []election.Option{election.WithID(cfg.ID), election.WithTTL(cfg.TTL),
 		election.WithAfterRenew(c.afterRenew), election.WithLogger(logger), election.WithObserver(c.observer()),
 		election.WithPriority(cfg.Priority), election.WithPreemption(cfg.Preempt)}
+	if cfg.Drift > 0 {
+		opts = append(opts, election.WithDrift(cfg.Drift))
+	}
+	if cfg.Margin > 0 {
+		opts = append(opts, election.WithMargin(cfg.Margin))
+	}
 	var e election.Elector
 	switch cfg.Backend {
 	case "etcd":

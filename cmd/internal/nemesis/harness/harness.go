@@ -3,7 +3,8 @@
 //
 // Candidates campaign against a real store — a 3-member etcd cluster
 // embedded in this process, or a 3-server ZooKeeper ensemble of Java
-// processes — or against backend/inmem's Zab cluster in process. Store
+// processes, whose members reach each other through proxies of the
+// harness (peerNet) — or against backend/inmem's Zab cluster in process. Store
 // candidates are separate OS processes (elect nemesis-candidate), each
 // reaching every store member through a TCP proxy of its own that the
 // harness can cut. While a candidate leads, it loops: take the call
@@ -43,6 +44,17 @@
 //	transfer    ask the leader through the store (RequestTransfer, as elect
 //	            transfer does) to hand its leadership to a random waiting
 //	            candidate
+//	clock-fast  run a candidate's clock (the leader's, or at random under
+//	            --rate) at (1+δ) × real time, clock-slow at 1/(1+δ), δ drawn
+//	            below ρ (Config.Skew), and cut it off the store past its
+//	            TTL meanwhile: its Term must end by its own, skewed, clock
+//	            before the store lets another lead
+//	store-partition  cut the store's leader member off from the other
+//	            members (their own traffic, through the harness's proxies);
+//	            half the time with the election's leader and some candidates
+//	            reaching only it, the others only the majority; heal
+//	store-minority  cut a random member off from the others, candidates
+//	            on both sides; heal
 //	crash       inmem: crash the leader's member; recover it
 //	partition   inmem: partition the leader away from every other member; heal
 //
@@ -57,6 +69,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand"
 	"os"
 	"os/exec"
@@ -87,6 +100,12 @@ const (
 	Operator  = "operator"
 	Preempt   = "preempt"
 	Transfer  = "transfer"
+	ClockFast = "clock-fast"
+	ClockSlow = "clock-slow"
+	// StorePartition and StoreMinority cut store members off from each
+	// other (see run.storePartition).
+	StorePartition = "store-partition"
+	StoreMinority  = "store-minority"
 )
 
 // PreemptHold is the hold-off of the store candidates' WithPreemption: a
@@ -98,7 +117,7 @@ func Kinds(backend string) []string {
 	if backend == "inmem" {
 		return []string{Crash, Partition}
 	}
-	return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator, Preempt, Transfer}
+	return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator, Preempt, Transfer, ClockFast, ClockSlow, StorePartition, StoreMinority}
 }
 
 // Defaults.
@@ -144,6 +163,18 @@ type Config struct {
 	// Overlap bounds the faults running at once under Rate; 0 means
 	// DefaultOverlap.
 	Overlap int
+	// Drift and Margin are the store candidates' WithDrift (ρ) and
+	// WithMargin; 0 means the library's defaults (election.DefaultDrift,
+	// election.DefaultMargin).
+	Drift  float64
+	Margin time.Duration
+	// Skew is δ of the clock faults: clock-fast runs a candidate's clock at
+	// (1+δ) × real time, clock-slow at 1/(1+δ) (so that the store's clock
+	// runs 1+δ times as fast as the candidate's: the case ρ bounds). 0
+	// draws each fault's δ from [ρ/2, ρ), where no violation may happen; a
+	// Skew at or above ρ is a negative control: with a small Margin, P3
+	// must fail.
+	Skew float64
 	// VisPath is where a failing run writes porcupine's visualization of
 	// the register's history (with the Terms and faults); none when empty.
 	VisPath string
@@ -227,6 +258,18 @@ func (c *Config) normalize() error {
 	}
 	if c.Overlap < 1 || c.Overlap > 10 {
 		return bad("Overlap", fmt.Sprint(c.Overlap), "must be between 1 and 10")
+	}
+	if math.IsNaN(c.Drift) || c.Drift < 0 || c.Drift > election.MaxDrift {
+		return bad("Drift", fmt.Sprint(c.Drift), fmt.Sprintf("must be between 0 (the default, %g) and %g", election.DefaultDrift, election.MaxDrift))
+	}
+	if c.Drift == 0 {
+		c.Drift = election.DefaultDrift
+	}
+	if c.Margin < 0 || c.Margin > c.TTL/4 {
+		return bad("Margin", c.Margin.String(), "must be between 0 (the default) and TTL/4")
+	}
+	if math.IsNaN(c.Skew) || c.Skew < 0 || c.Skew > 1 {
+		return bad("Skew", fmt.Sprint(c.Skew), "must be between 0 (drawn below Drift) and 1")
 	}
 	if c.Backend != "inmem" && c.Bin == "" {
 		return bad("Bin", `""`, "the elect binary is required to run "+c.Backend+" candidates")
@@ -716,6 +759,10 @@ func (r *run) inject(ctx context.Context, kind string) error {
 		return r.preempt(ctx)
 	case Transfer:
 		return r.transfer(ctx)
+	case ClockFast, ClockSlow:
+		return r.clockFault(ctx, kind)
+	case StorePartition, StoreMinority:
+		return r.storePartition(ctx, kind)
 	}
 	return fmt.Errorf("unknown fault %q", kind)
 }

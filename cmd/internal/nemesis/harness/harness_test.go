@@ -155,7 +155,7 @@ func minKinds(full, short int) int {
 // On etcd, the candidates on a shared Session (harness.OnSession) lead
 // in the mix as well as those with a lease each.
 func TestNemesisEtcd(t *testing.T) {
-	hist := checkMix(t, harness.Config{Backend: "etcd", Seed: 42, Duration: mixDuration(40*time.Second, 15*time.Second)}, minKinds(5, 2))
+	hist := checkMix(t, harness.Config{Backend: "etcd", Seed: 42, Duration: mixDuration(25*time.Second, 15*time.Second)}, minKinds(5, 2))
 	led := map[bool]int{}
 	for _, ev := range hist.Events {
 		if ev.Kind == nemesis.Elected {
@@ -170,7 +170,7 @@ func TestNemesisEtcd(t *testing.T) {
 
 func TestNemesisZK(t *testing.T) {
 	zktest.Require(t)
-	checkMix(t, harness.Config{Backend: "zk", Seed: 42, Duration: mixDuration(40*time.Second, 15*time.Second)}, minKinds(5, 2))
+	checkMix(t, harness.Config{Backend: "zk", Seed: 42, Duration: mixDuration(25*time.Second, 15*time.Second)}, minKinds(5, 2))
 }
 
 // TestOperator runs the operator nemesis alone, with short gaps, so that
@@ -212,30 +212,77 @@ func TestOperator(t *testing.T) {
 
 // Under Rate, faults start every second or so without waiting for the
 // previous one: they overlap, on targets no other fault holds, and the
-// checkers hold.
+// checkers hold. The candidates run at a tight margin (ρ 0.1, a margin of
+// 1 ms) so that the clock faults (δ drawn below ρ) come close to the
+// bound; store partitions split the members and the candidates.
 func TestOverlappingFaults(t *testing.T) {
-	cfg := harness.Config{Backend: "etcd", Seed: 7, Rate: 120, Duration: mixDuration(20*time.Second, 10*time.Second)}
-	hist := checkMix(t, cfg, minKinds(6, 3))
-	overlaps := 0
-	for i, f := range hist.Faults {
-		for _, g := range hist.Faults[i+1:] {
-			if f.End != 0 && g.End != 0 && f.Start < g.End && g.Start < f.End && f.Target != g.Target {
-				overlaps++
+	for _, backend := range []string{"etcd", "zk"} {
+		t.Run(backend, func(t *testing.T) {
+			if backend == "zk" {
+				zktest.Require(t)
 			}
+			cfg := harness.Config{Backend: backend, Seed: 7, Rate: 120, Drift: 0.1, Margin: time.Millisecond,
+				Duration: mixDuration(15*time.Second, 10*time.Second)}
+			hist := checkMix(t, cfg, minKinds(6, 3))
+			overlaps := 0
+			kinds := map[string]int{}
+			for i, f := range hist.Faults {
+				kinds[f.Kind]++
+				for _, g := range hist.Faults[i+1:] {
+					if f.End != 0 && g.End != 0 && f.Start < g.End && g.Start < f.End && f.Target != g.Target {
+						overlaps++
+					}
+				}
+			}
+			t.Logf("%d faults %v, %d overlapping pairs", len(hist.Faults), kinds, overlaps)
+			// One at a time, a fault and its gap take 3 to 4 s at this TTL.
+			if want := int(cfg.Duration / (2 * time.Second)); len(hist.Faults) < want {
+				t.Errorf("%d faults in %v at %v a minute; want at least %d (one every 2 s)", len(hist.Faults), cfg.Duration, cfg.Rate, want)
+			}
+			if overlaps == 0 {
+				t.Errorf("no two faults overlapped in time")
+			}
+			if !testing.Short() {
+				if kinds[harness.StorePartition]+kinds[harness.StoreMinority] == 0 {
+					t.Errorf("faults %v: no partition between the store's members", kinds)
+				}
+				if kinds[harness.ClockFast]+kinds[harness.ClockSlow] == 0 {
+					t.Errorf("faults %v: no clock fault", kinds)
+				}
+			}
+		})
+	}
+}
+
+// TestClockNegativeControl is the clock faults' negative control: a
+// leader's clock runs at 1/(1+δ) of real time with δ = 3ρ (ρ 0.1, a
+// margin of 1 ms) while it is cut off the store, so its Term lasts past
+// the store's expiry of its lease (by about (TTL/(1+ρ))(1+δ) − TTL = 0.9 s
+// at TTL 5 s, more than etcd's 0.5 s expiry sweep), and another leads
+// meanwhile. The valid-terms checker must fail.
+func TestClockNegativeControl(t *testing.T) {
+	cfg := harness.Config{Backend: "etcd", Seed: 3, TTL: 5 * time.Second, Unfenced: true,
+		Drift: 0.1, Skew: 0.3, Margin: time.Millisecond, Faults: []string{harness.ClockSlow},
+		Duration: 10 * time.Second} // the first fault starts within TTL + 1 s
+	hist, rep := runMix(t, cfg)
+	faults := 0
+	for _, f := range hist.Faults {
+		if f.Kind == harness.ClockSlow {
+			faults++
 		}
 	}
-	t.Logf("%d faults, %d overlapping pairs", len(hist.Faults), overlaps)
-	// One at a time, a fault and its gap take 3 to 4 s at this TTL.
-	if want := int(cfg.Duration / (2 * time.Second)); len(hist.Faults) < want {
-		t.Errorf("%d faults in %v at %v a minute; want at least %d (one every 2 s)", len(hist.Faults), cfg.Duration, cfg.Rate, want)
+	if faults == 0 {
+		t.Fatalf("no clock-slow fault injected")
 	}
-	if overlaps == 0 {
-		t.Errorf("no two faults overlapped in time")
+	for _, v := range rep.Verdicts {
+		if v.Name == nemesis.NameValidTerms && v.OK {
+			t.Errorf("δ = 3ρ, margin 1ms, %d slowed leaders cut off: valid terms passed; want an overlap:\n%s", faults, rep.String())
+		}
 	}
 }
 
 func TestNemesisInmem(t *testing.T) {
-	checkMix(t, harness.Config{Backend: "inmem", Seed: 42, Duration: mixDuration(20*time.Second, 10*time.Second)}, 2)
+	checkMix(t, harness.Config{Backend: "inmem", Seed: 42, Duration: mixDuration(12*time.Second, 8*time.Second)}, 2)
 }
 
 // TestNegativeControl runs the pause nemesis against an unfenced register:

@@ -2,9 +2,11 @@ package harness
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +22,7 @@ type proc struct {
 	cmd     *exec.Cmd
 	proxies []*faultproxy.Proxy
 	exited  chan struct{}
+	ctl     io.WriteCloser // the process's stdin: its control stream (see skewClock)
 
 	mu     sync.Mutex
 	gone   bool // exited, or killed by the harness
@@ -63,6 +66,19 @@ func (r *run) startProc(id string, priority int64) (*proc, error) {
 		cmd.Args = append(cmd.Args, "--session")
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
+	ctl, err := cmd.StdinPipe()
+	if err != nil {
+		logf.Close()
+		p.closeProxies()
+		return nil, err
+	}
+	p.ctl = ctl
+	if r.cfg.Drift > 0 {
+		cmd.Args = append(cmd.Args, "--drift", strconv.FormatFloat(r.cfg.Drift, 'g', -1, 64))
+	}
+	if r.cfg.Margin > 0 {
+		cmd.Args = append(cmd.Args, "--margin", r.cfg.Margin.String())
+	}
 	if user, pw := r.st.credentials(); user != "" {
 		cmd.Env = append(os.Environ(), EnvUser+"="+user, EnvPassword+"="+pw)
 	}
@@ -119,6 +135,18 @@ func (p *proc) stop(grace time.Duration) {
 		<-p.exited
 	}
 	p.closeProxies()
+}
+
+// setRate runs the library's clock in the process at rate × real time
+// (the clock faults).
+func (p *proc) setRate(rate float64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gone {
+		return fmt.Errorf("candidate %s has exited", p.id)
+	}
+	_, err := fmt.Fprintf(p.ctl, "%s %s\n", controlRate, strconv.FormatFloat(rate, 'g', -1, 64))
+	return err
 }
 
 func (p *proc) cut() {

@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -44,6 +45,8 @@ type store interface {
 	// transfer asks the election's leader, through the store, to hand its
 	// leadership to the candidate to (election.RequestTransfer).
 	transfer(ctx context.Context, to string) (election.Leader, error)
+	// peers is the proxies between the store's members.
+	peers() *peerNet
 	close()
 }
 
@@ -70,18 +73,41 @@ const etcdElection = "/nemesis/election"
 type etcdStore struct {
 	c   *embedetcd.Cluster
 	cli *clientv3.Client
+	pn  *peerNet
 }
 
 func startEtcd(dir string) (*etcdStore, error) {
-	c, err := embedetcd.StartCluster(3, embedetcd.Config{Dir: dir, TickMs: 50, ElectionMs: 500, ReadyTimeout: time.Minute, BcryptCost: 4})
+	pn := newPeerNet()
+	var (
+		mu  sync.Mutex
+		ids map[string]int // a member's ID in hex: its index; set once all run
+	)
+	from := etcdFrom(func(hex string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if i, ok := ids[hex]; ok {
+			return i
+		}
+		return -1
+	})
+	c, err := embedetcd.StartCluster(3, embedetcd.Config{Dir: dir, TickMs: 50, ElectionMs: 500, ReadyTimeout: time.Minute, BcryptCost: 4,
+		PeerFront: func(i int, listen string) (string, error) { return pn.listen(i, listen, from) }})
 	if err != nil {
+		pn.close()
 		return nil, fmt.Errorf("etcd cluster: %w", err)
 	}
+	mu.Lock()
+	ids = map[string]int{}
+	for i, m := range c.Members() {
+		ids[hexID(m.ID())] = i
+	}
+	mu.Unlock()
 	cfg := clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second,
 		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop()}
 	setup, err := clientv3.New(cfg)
 	if err != nil {
 		c.Close()
+		pn.close()
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -97,15 +123,17 @@ func startEtcd(dir string) (*etcdStore, error) {
 	setup.Close()
 	if err != nil {
 		c.Close()
+		pn.close()
 		return nil, fmt.Errorf("etcd auth: %w", err)
 	}
 	cfg.Username, cfg.Password = "root", rootPassword
 	cli, err := clientv3.New(cfg)
 	if err != nil {
 		c.Close()
+		pn.close()
 		return nil, err
 	}
-	return &etcdStore{c: c, cli: cli}, nil
+	return &etcdStore{c: c, cli: cli, pn: pn}, nil
 }
 
 func (s *etcdStore) credentials() (string, string) { return candidateUser, candidatePassword }
@@ -125,9 +153,12 @@ func (s *etcdStore) memberName(i int) string  { return s.c.Members()[i].Name }
 func (s *etcdStore) stopMember(i int) error   { s.c.Members()[i].Stop(); return nil }
 func (s *etcdStore) startMember(i int) error  { return s.c.Members()[i].Restart() }
 
+func (s *etcdStore) peers() *peerNet { return s.pn }
+
 func (s *etcdStore) close() {
 	s.cli.Close()
 	s.c.Close()
+	s.pn.close()
 }
 
 // expire revokes the lease of a queued candidate that does not lead.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"sync"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -17,22 +18,45 @@ import (
 const zkElection = "/nemesis-election"
 
 type zkStore struct {
-	e *zktest.Ensemble
+	e  *zktest.Ensemble
+	pn *peerNet
 }
 
+// startZK starts a 3-server ensemble whose servers reach each other's
+// quorum and election ports through proxies of the harness, one per pair
+// of servers and port.
 func startZK(dir string) (*zkStore, error) {
-	e, err := zktest.StartEnsemble(dir, 3)
+	pn := newPeerNet()
+	var mu sync.Mutex
+	election := map[[2]int]string{} // from, to: the proxy of from's connections to to's election port
+	e, err := zktest.StartEnsembleWith(dir, 3, zktest.EnsembleConfig{Peer: func(from, to int, port, addr string) (string, error) {
+		if port == zktest.QuorumPort {
+			return pn.listen(to, addr, fixed(from))
+		}
+		a, err := pn.listen(to, addr, zkElectionPrelude(from, func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return election[[2]int{to, from}]
+		}))
+		mu.Lock()
+		election[[2]int{from, to}] = a
+		mu.Unlock()
+		return a, err
+	}})
 	if err != nil {
+		pn.close()
 		return nil, fmt.Errorf("ZooKeeper ensemble: %w", err)
 	}
-	return &zkStore{e: e}, nil
+	return &zkStore{e: e, pn: pn}, nil
 }
+
+func (s *zkStore) peers() *peerNet { return s.pn }
 
 func (s *zkStore) addrs() []string               { return s.e.Addrs() }
 func (s *zkStore) endpoint(a string) string      { return a }
 func (s *zkStore) election() string              { return zkElection }
 func (s *zkStore) memberName(i int) string       { return fmt.Sprintf("zk%d", s.e.Servers[i].ID) }
-func (s *zkStore) close()                        { s.e.Stop() }
+func (s *zkStore) close()                        { s.e.Stop(); s.pn.close() }
 func (s *zkStore) credentials() (string, string) { return "", "" }
 
 func (s *zkStore) leader() int {

@@ -1,0 +1,286 @@
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// peerNet carries the store members' traffic to each other — etcd's peer
+// (Raft) traffic, ZooKeeper's quorum and election ports — through proxies
+// of the harness, so that the store-partition and store-minority faults
+// can cut members off from each other, both ways, silently (bytes are
+// dropped, connections are kept: the members notice by their own
+// timeouts, as in a real partition). A proxy knows, for every connection,
+// which member dialed it and which member it reaches.
+type peerNet struct {
+	mu     sync.Mutex
+	side   map[int]int // a member's side of the partition; members on different sides are cut off
+	conns  map[*peerConn]bool
+	ls     []net.Listener
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// peerConn is one connection through a proxy: from dialed to.
+type peerConn struct {
+	from, to int // member indices; from is -1 when the proxy could not tell
+	a, b     net.Conn
+}
+
+func newPeerNet() *peerNet {
+	return &peerNet{side: map[int]int{}, conns: map[*peerConn]bool{}}
+}
+
+// cutOff reports whether members i and j are on different sides now.
+func (n *peerNet) cutOff(i, j int) bool {
+	if i < 0 || j < 0 {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.side[i] != n.side[j]
+}
+
+// split puts each member on a side (sides[i] is member i's); members on
+// different sides no longer reach each other.
+func (n *peerNet) split(sides []int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, s := range sides {
+		n.side[i] = s
+	}
+}
+
+// heal joins every member again and closes the connections that crossed
+// the partition: their streams lost bytes.
+func (n *peerNet) heal() {
+	n.mu.Lock()
+	var lost []*peerConn
+	for c := range n.conns {
+		if n.side[c.from] != n.side[c.to] && c.from >= 0 {
+			lost = append(lost, c)
+		}
+	}
+	clear(n.side)
+	n.mu.Unlock()
+	for _, c := range lost {
+		c.a.Close()
+		c.b.Close()
+	}
+}
+
+// prelude reads what the dialing member sends first and returns who it is
+// (-1: unknown) and the bytes to send on in their place.
+type prelude func(r *bufio.Reader) (from int, head []byte, err error)
+
+// listen starts a proxy that carries connections to member to, at addr;
+// it returns the proxy's address.
+func (n *peerNet) listen(to int, addr string, pre prelude) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		l.Close()
+		return "", errors.New("peer network closed")
+	}
+	n.ls = append(n.ls, l)
+	n.wg.Add(1)
+	n.mu.Unlock()
+	go func() {
+		defer n.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			n.wg.Add(1)
+			go func() {
+				defer n.wg.Done()
+				n.serve(c, to, addr, pre)
+			}()
+		}
+	}()
+	return l.Addr().String(), nil
+}
+
+// serve carries one connection to member to.
+func (n *peerNet) serve(a net.Conn, to int, addr string, pre prelude) {
+	br := bufio.NewReader(a)
+	from, head := -1, []byte(nil)
+	if pre != nil {
+		_ = a.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var err error
+		if from, head, err = pre(br); err != nil {
+			a.Close()
+			return
+		}
+		_ = a.SetReadDeadline(time.Time{})
+	}
+	b, err := net.Dial("tcp", addr)
+	if err != nil {
+		a.Close()
+		return
+	}
+	c := &peerConn{from: from, to: to, a: a, b: b}
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		a.Close()
+		b.Close()
+		return
+	}
+	n.conns[c] = true
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.conns, c)
+		n.mu.Unlock()
+	}()
+	if len(head) > 0 && !n.cutOff(from, to) {
+		if _, err := b.Write(head); err != nil {
+			a.Close()
+			b.Close()
+			return
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		n.pipe(b, br, c)
+		close(done)
+	}()
+	n.pipe(a, b, c)
+	<-done
+}
+
+// pipe copies src to dst, dropping what comes while c's members are cut
+// off from each other; when either side ends, it closes both.
+func (n *peerNet) pipe(dst io.Writer, src io.Reader, c *peerConn) {
+	defer c.a.Close()
+	defer c.b.Close()
+	buf := make([]byte, 32*1024)
+	for {
+		k, err := src.Read(buf)
+		if k > 0 && !n.cutOff(c.from, c.to) {
+			if _, werr := dst.Write(buf[:k]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// close stops every proxy and closes every connection.
+func (n *peerNet) close() {
+	n.mu.Lock()
+	n.closed = true
+	ls := n.ls
+	var cs []*peerConn
+	for c := range n.conns {
+		cs = append(cs, c)
+	}
+	n.mu.Unlock()
+	for _, l := range ls {
+		l.Close()
+	}
+	for _, c := range cs {
+		c.a.Close()
+		c.b.Close()
+	}
+	n.wg.Wait()
+}
+
+// etcdFrom is the prelude of etcd's peer traffic: every request one member
+// sends another (Raft's streams, its pipeline, snapshots) names the sender
+// in the X-Server-From header, the member's ID in hex. id maps it to the
+// member's index; the head is the request as read.
+func etcdFrom(id func(hex string) int) prelude {
+	return func(r *bufio.Reader) (int, []byte, error) {
+		var head bytes.Buffer
+		from := -1
+		for {
+			line, err := r.ReadString('\n')
+			head.WriteString(line)
+			if err != nil {
+				return -1, nil, err
+			}
+			if head.Len() > 64<<10 {
+				return -1, nil, errors.New("request header too long")
+			}
+			trimmed := strings.TrimRight(line, "\r\n")
+			if trimmed == "" {
+				return from, head.Bytes(), nil
+			}
+			if k, v, ok := strings.Cut(trimmed, ":"); ok && strings.EqualFold(strings.TrimSpace(k), "X-Server-From") {
+				from = id(strings.TrimSpace(v))
+			}
+		}
+	}
+}
+
+// ZooKeeper's election protocol versions whose first message carries the
+// dialing server's election address (QuorumCnxManager's InitialMessage).
+const (
+	zkProtocolV1 = -65536
+	zkProtocolV2 = -65535
+)
+
+// zkElectionPrelude is the prelude of one server's connections to another's
+// election port through a proxy of the pair: the dialing server's first
+// message names its own election address, which the server it reaches
+// dials back on when it has the larger ID (and keeps only that
+// connection). Rewritten to back(), the proxy the other way, so that the
+// connection kept goes through the harness too. Other versions pass as
+// they are.
+func zkElectionPrelude(from int, back func() string) prelude {
+	return func(r *bufio.Reader) (int, []byte, error) {
+		var version, sid int64
+		if err := binary.Read(r, binary.BigEndian, &version); err != nil {
+			return -1, nil, err
+		}
+		var out bytes.Buffer
+		_ = binary.Write(&out, binary.BigEndian, version)
+		if version != zkProtocolV1 && version != zkProtocolV2 {
+			return from, out.Bytes(), nil
+		}
+		var size int32
+		if err := binary.Read(r, binary.BigEndian, &sid); err != nil {
+			return -1, nil, err
+		}
+		if err := binary.Read(r, binary.BigEndian, &size); err != nil {
+			return -1, nil, err
+		}
+		if size <= 0 || size > 4096 {
+			return -1, nil, fmt.Errorf("election message of %d bytes", size)
+		}
+		if _, err := io.ReadFull(r, make([]byte, size)); err != nil {
+			return -1, nil, err
+		}
+		_ = binary.Write(&out, binary.BigEndian, sid)
+		addr := back()
+		_ = binary.Write(&out, binary.BigEndian, int32(len(addr)))
+		out.WriteString(addr)
+		return from, out.Bytes(), nil
+	}
+}
+
+// fixed is the prelude of a proxy that only member from dials.
+func fixed(from int) prelude {
+	return func(*bufio.Reader) (int, []byte, error) { return from, nil, nil }
+}
+
+// hexID formats an etcd member ID as its X-Server-From header does.
+func hexID(id uint64) string { return strconv.FormatUint(id, 16) }
