@@ -22,12 +22,13 @@ import (
 // timeouts, as in a real partition). A proxy knows, for every connection,
 // which member dialed it and which member it reaches.
 type peerNet struct {
-	mu     sync.Mutex
-	side   map[int]int // a member's side of the partition; members on different sides are cut off
-	conns  map[*peerConn]bool
-	ls     []net.Listener
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	side    map[int]int // a member's side of the partition; members on different sides are cut off
+	members int         // how many members the last split placed
+	conns   map[*peerConn]bool
+	ls      []net.Listener
+	closed  bool
+	wg      sync.WaitGroup
 }
 
 // peerConn is one connection through a proxy: from dialed to.
@@ -40,14 +41,30 @@ func newPeerNet() *peerNet {
 	return &peerNet{side: map[int]int{}, conns: map[*peerConn]bool{}}
 }
 
-// cutOff reports whether members i and j are on different sides now.
+// cutOff reports whether traffic from member i to member j is cut now.
 func (n *peerNet) cutOff(i, j int) bool {
-	if i < 0 || j < 0 {
-		return false
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.side[i] != n.side[j]
+	return n.cutLocked(i, j)
+}
+
+// cutLocked is cutOff under n.mu. A connection whose sender the proxy
+// could not tell (i < 0: etcd's lease renewals forwarded to the leader,
+// its version checks — requests that name no sender) is cut when every
+// other member is on another side than j: then whoever sent it is.
+func (n *peerNet) cutLocked(i, j int) bool {
+	if len(n.side) == 0 || j < 0 {
+		return false
+	}
+	if i >= 0 {
+		return n.side[i] != n.side[j]
+	}
+	for k := range n.members {
+		if k != j && n.side[k] == n.side[j] {
+			return false
+		}
+	}
+	return true
 }
 
 // split puts each member on a side (sides[i] is member i's); members on
@@ -55,27 +72,26 @@ func (n *peerNet) cutOff(i, j int) bool {
 func (n *peerNet) split(sides []int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.members = len(sides)
 	for i, s := range sides {
 		n.side[i] = s
 	}
 }
 
-// heal joins every member again and closes the connections that crossed
-// the partition: their streams lost bytes.
+// heal joins every member again and closes the connections that were cut:
+// their streams lost bytes.
 func (n *peerNet) heal() {
 	n.mu.Lock()
-	var lost []*peerConn
+	defer n.mu.Unlock()
+	// Closed before the sides join, so that no byte read during the cut
+	// is forwarded after it.
 	for c := range n.conns {
-		if n.side[c.from] != n.side[c.to] && c.from >= 0 {
-			lost = append(lost, c)
+		if n.cutLocked(c.from, c.to) {
+			c.a.Close()
+			c.b.Close()
 		}
 	}
 	clear(n.side)
-	n.mu.Unlock()
-	for _, c := range lost {
-		c.a.Close()
-		c.b.Close()
-	}
 }
 
 // prelude reads what the dialing member sends first and returns who it is
