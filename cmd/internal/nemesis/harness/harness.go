@@ -16,7 +16,11 @@
 // that also carries its candidate of a side election, as a process of a
 // sharded service does; the others hold a lease each. So every fault
 // meets both: a revoked or expired session lease ends both of its
-// candidacies, and the process opens a new Session.
+// candidacies, and the process opens a new Session. Each candidate has a
+// priority drawn from the seed (0 or 1 at first, up to the highest a
+// preempt fault gave later), and every store candidate is made
+// WithPreemption: a candidate above the leader takes over after the
+// hold-off.
 //
 // Nemeses, picked from the seed and mixed over the run, one at a time with
 // quiet gaps between them:
@@ -299,7 +303,8 @@ type run struct {
 	procs     []*proc // live candidates, in start order
 	storeCut  map[int]bool
 	nextID    int
-	prio      int64          // the highest priority a preempt fault gave so far
+	prio      int64          // the highest priority given so far
+	prios     *rand.Rand     // the spawned candidates' priorities, kept apart from the schedule
 	busy      map[*proc]bool // candidates a running fault holds
 	storeBusy bool           // a store-kill or store-cut runs
 
@@ -345,7 +350,8 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 	defer reg.Close()
 	r := &run{cfg: cfg, dir: dir, reg: reg, rng: rand.New(rand.NewSource(cfg.Seed)),
 		pick: rand.New(rand.NewSource(^cfg.Seed)), log: cfg.Log,
-		storeCut: map[int]bool{}, killed: map[string]int64{}, busy: map[*proc]bool{}}
+		storeCut: map[int]bool{}, killed: map[string]int64{}, busy: map[*proc]bool{},
+		prio: 1, prios: rand.New(rand.NewSource(cfg.Seed ^ 0x5eed))}
 	hist := &nemesis.History{Backend: cfg.Backend, Seed: cfg.Seed, Fenced: !cfg.Unfenced}
 	r.logf("nemesis: backend %s, seed %d, %v, %d candidates, TTL %v, fenced %v, faults %s",
 		cfg.Backend, cfg.Seed, cfg.Duration, cfg.Candidates, cfg.TTL, !cfg.Unfenced, strings.Join(cfg.Faults, ","))
@@ -422,8 +428,15 @@ func (r *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
 	return ctx.Err()
 }
 
-// spawn starts a fresh candidate with a new ID.
-func (r *run) spawn() (*proc, error) { return r.spawnWith(0) }
+// spawn starts a fresh candidate with a new ID, of a priority drawn from
+// the seed between 0 and the highest so far (at first 1): a candidate
+// above the leader's takes over after the preemption hold-off.
+func (r *run) spawn() (*proc, error) {
+	r.smu.Lock()
+	prio := r.prios.Int63n(r.prio + 1)
+	r.smu.Unlock()
+	return r.spawnWith(prio)
+}
 
 // spawnWith starts a fresh candidate of the given priority.
 func (r *run) spawnWith(priority int64) (*proc, error) {

@@ -155,7 +155,7 @@ func minKinds(full, short int) int {
 // On etcd, the candidates on a shared Session (harness.OnSession) lead
 // in the mix as well as those with a lease each.
 func TestNemesisEtcd(t *testing.T) {
-	hist := checkMix(t, harness.Config{Backend: "etcd", Seed: 42, Duration: mixDuration(25*time.Second, 15*time.Second)}, minKinds(5, 2))
+	hist := checkMix(t, harness.Config{Backend: "etcd", Seed: 42, Gap: time.Second, Duration: mixDuration(25*time.Second, 15*time.Second)}, minKinds(5, 2))
 	led := map[bool]int{}
 	for _, ev := range hist.Events {
 		if ev.Kind == nemesis.Elected {
@@ -170,7 +170,7 @@ func TestNemesisEtcd(t *testing.T) {
 
 func TestNemesisZK(t *testing.T) {
 	zktest.Require(t)
-	checkMix(t, harness.Config{Backend: "zk", Seed: 42, Duration: mixDuration(25*time.Second, 15*time.Second)}, minKinds(5, 2))
+	checkMix(t, harness.Config{Backend: "zk", Seed: 42, Gap: time.Second, Duration: mixDuration(30*time.Second, 15*time.Second)}, minKinds(5, 2))
 }
 
 // TestOperator runs the operator nemesis alone, with short gaps, so that
