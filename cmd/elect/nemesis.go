@@ -210,7 +210,7 @@ func runCandidate(args []string, stderr io.Writer) int {
 	f.Duration(&cfg.Preempt, "preempt", "D", 0, "while leading, step down for a candidate of higher priority once it has waited D (0: never)")
 	f.Float(&cfg.Drift, "drift", "RHO", 0, "the candidate's clock-rate bound ρ (WithDrift; 0: the default)")
 	f.Duration(&cfg.Margin, "margin", "D", 0, "the candidate's deadline margin (WithMargin; 0: the default)")
-	f.Bool(&cfg.Session, "session", false, "etcd: campaign on a Session shared with a candidate of a second election (NAME"+harness.SideSuffix+")")
+	f.Bool(&cfg.Session, "session", false, "campaign on a session shared with a candidate of a second election (NAME"+harness.SideSuffix+"): an etcd.Session, or one ZooKeeper connection")
 	if err := f.Parse(args, func(string) (string, bool) { return "", false }); err != nil {
 		fmt.Fprintf(stderr, "elect %s: %v\n", candidateCommand, err)
 		return exitUsage

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	gozk "github.com/go-zookeeper/zk"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -40,10 +41,13 @@ type CandidateConfig struct {
 	// Username and Password log the etcd client in, when the store has
 	// authentication on; empty for none.
 	Username, Password string
-	// Session (etcd): the candidate campaigns on an etcd.Session that also
-	// carries a candidate of a second election (Name + SideSuffix), as a
-	// process of a sharded service does. A session that ends (its lease
-	// revoked or expired) ends both; the process then opens a new one.
+	// Session: the candidate campaigns on a session that also carries a
+	// candidate of a second election (Name + SideSuffix), as a process of
+	// a sharded service does. etcd: an etcd.Session; one that ends (its
+	// lease revoked or expired) ends both, and the process opens a new
+	// one. ZooKeeper: two Electors of zk.New on one connection, whose
+	// session carries both; the client makes a new session after one
+	// expires, and both campaign again on it.
 	Session bool
 	// Priority and Preempt are the candidate's WithPriority and
 	// WithPreemption.
@@ -410,6 +414,9 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 		}
 		e = ee
 	case "zk":
+		if cfg.Session {
+			return runZKShared(ctx, cfg, c, opts)
+		}
 		var ze *zk.Elector
 		var err error
 		// The store may be cut off or restarting when the candidate starts:
@@ -511,3 +518,43 @@ func runOnSession(ctx context.Context, s *etcd.Session, cfg CandidateConfig, c *
 	}
 	return errors.Join(err, cerr)
 }
+
+// runZKShared campaigns (election.Run) with a candidate of the side
+// election beside it on one ZooKeeper connection, so one session, until
+// ctx ends.
+func runZKShared(ctx context.Context, cfg CandidateConfig, c *candidate, opts []election.Option) error {
+	conn, _, err := gozk.Connect(cfg.Endpoints, cfg.TTL, gozk.WithLogger(quietZK{}))
+	if err != nil {
+		return fmt.Errorf("zk at %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	}
+	defer conn.Close()
+	e, err := zk.New(conn, cfg.Name, opts...)
+	if err != nil {
+		return err
+	}
+	side, err := zk.New(conn, cfg.Name+SideSuffix, election.WithID(cfg.ID), election.WithTTL(cfg.TTL))
+	if err != nil {
+		e.Close()
+		return err
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the side election: nothing is checked of it
+		defer wg.Done()
+		_ = election.Run(ctx, side, election.Callbacks{OnError: func(err error) { fmt.Fprintf(cfg.Log, "side campaign: %v\n", err) }})
+	}()
+	cb := c.callbacks()
+	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
+	err = election.Run(ctx, e, cb)
+	wg.Wait()
+	cerr := errors.Join(e.Close(), side.Close())
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return errors.Join(err, cerr)
+}
+
+// quietZK drops the ZooKeeper client's log.
+type quietZK struct{}
+
+func (quietZK) Printf(string, ...any) {}

@@ -11,12 +11,14 @@
 // instant, check that its Term is valid, work for a few milliseconds, write
 // to the fenced register with its token (only once the register has its
 // Elected report). Every leadership (elected, each
-// renewal's deadline, demoted) is reported to the register too. On etcd,
-// every even-numbered candidate (c2, c4, …) campaigns on an etcd.Session
-// that also carries its candidate of a side election, as a process of a
-// sharded service does; the others hold a lease each. So every fault
-// meets both: a revoked or expired session lease ends both of its
-// candidacies, and the process opens a new Session. Each candidate has a
+// renewal's deadline, demoted) is reported to the register too. Every
+// even-numbered candidate (c2, c4, …) campaigns on a session that also
+// carries its candidate of a side election, as a process of a sharded
+// service does — an etcd.Session, or one ZooKeeper connection with two
+// Electors of zk.New —; the others hold a lease or a connection each. So
+// every fault meets both: a revoked or expired session ends both of its
+// candidacies (etcd: the process opens a new Session; ZooKeeper: the
+// client opens a new session). Each candidate has a
 // priority drawn from the seed (0 or 1 at first, up to the highest a
 // preempt fault gave later), and every store candidate is made
 // WithPreemption: a candidate above the leader takes over after the

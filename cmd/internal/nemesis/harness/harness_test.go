@@ -152,25 +152,34 @@ func minKinds(full, short int) int {
 	return full
 }
 
-// On etcd, the candidates on a shared Session (harness.OnSession) lead
-// in the mix as well as those with a lease each.
+// The candidates on a shared session (harness.OnSession: an etcd.Session,
+// or one ZooKeeper connection, carrying a side election too) lead in the
+// mix as well as those with a lease or connection each.
 func TestNemesisEtcd(t *testing.T) {
 	hist := checkMix(t, harness.Config{Backend: "etcd", Seed: 42, Gap: time.Second, Duration: mixDuration(25*time.Second, 15*time.Second)}, minKinds(5, 2))
+	checkShared(t, hist)
+}
+
+func TestNemesisZK(t *testing.T) {
+	zktest.Require(t)
+	hist := checkMix(t, harness.Config{Backend: "zk", Seed: 42, Gap: time.Second, Duration: mixDuration(30*time.Second, 15*time.Second)}, minKinds(5, 2))
+	checkShared(t, hist)
+}
+
+// checkShared asserts that candidates on a shared session and candidates
+// on a session of their own both led.
+func checkShared(t *testing.T, hist *nemesis.History) {
+	t.Helper()
 	led := map[bool]int{}
 	for _, ev := range hist.Events {
 		if ev.Kind == nemesis.Elected {
 			led[harness.OnSession(ev.Candidate)]++
 		}
 	}
-	t.Logf("leaderships: %d on a shared Session, %d with a lease each", led[true], led[false])
+	t.Logf("leaderships: %d on a shared session, %d on one of their own", led[true], led[false])
 	if !testing.Short() && (led[true] == 0 || led[false] == 0) {
-		t.Errorf("leaderships: %d on a shared Session, %d with a lease each; want both", led[true], led[false])
+		t.Errorf("leaderships: %d on a shared session, %d on one of their own; want both", led[true], led[false])
 	}
-}
-
-func TestNemesisZK(t *testing.T) {
-	zktest.Require(t)
-	checkMix(t, harness.Config{Backend: "zk", Seed: 42, Gap: time.Second, Duration: mixDuration(30*time.Second, 15*time.Second)}, minKinds(5, 2))
 }
 
 // TestOperator runs the operator nemesis alone, with short gaps, so that

@@ -62,7 +62,7 @@ func (r *run) startProc(id string, priority int64) (*proc, error) {
 		"--priority", fmt.Sprint(priority),
 		"--preempt", PreemptHold(r.cfg.TTL).String(),
 	)
-	if r.cfg.Backend == "etcd" && OnSession(id) {
+	if OnSession(id) {
 		cmd.Args = append(cmd.Args, "--session")
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -170,8 +170,8 @@ func (p *proc) closeProxies() {
 	}
 }
 
-// OnSession reports whether candidate id (c1, c2, …) of an etcd run
-// campaigns on a Session shared with a side election (CandidateConfig's
+// OnSession reports whether candidate id (c1, c2, …) of a store run
+// campaigns on a session shared with a side election (CandidateConfig's
 // Session): every even one, so both kinds run in every mix.
 func OnSession(id string) bool {
 	var n int
