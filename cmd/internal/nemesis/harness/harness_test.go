@@ -237,6 +237,9 @@ func TestOverlappingFaults(t *testing.T) {
 			kinds := map[string]int{}
 			for i, f := range hist.Faults {
 				kinds[f.Kind]++
+				if (f.Kind == harness.StorePartition || f.Kind == harness.StoreMinority) && strings.Contains(f.Target, "then none") {
+					t.Errorf("%s %s: no leader on the majority side", f.Kind, f.Target)
+				}
 				for _, g := range hist.Faults[i+1:] {
 					if f.End != 0 && g.End != 0 && f.Start < g.End && g.Start < f.End && f.Target != g.Target {
 						overlaps++

@@ -91,7 +91,10 @@ func (r *run) storePartition(ctx context.Context, kind string) error {
 	}
 	r.smu.Unlock()
 	_ = sleep(ctx, d)
-	during := r.st.leader()
+	// The majority elects a leader of its own if the isolated member led:
+	// the partition lasts until it has (or a bound passes), so that every
+	// partition moves the store's leadership where it must.
+	moved := r.majorityLeader(ctx, iso, majorityWait)
 	r.st.peers().heal()
 	r.smu.Lock()
 	for _, p := range append(minority, majority...) {
@@ -102,9 +105,10 @@ func (r *run) storePartition(ctx context.Context, kind string) error {
 	if withCandidates {
 		target = fmt.Sprintf("%s with %s", name, strings.Join(ids(minority), ","))
 	}
+	target += fmt.Sprintf("; store leader %s, then %s on the majority side", r.memberOr(before), r.memberOr(moved))
 	r.fault(nemesis.Fault{Kind: kind, Target: target, Start: start, End: mono.Now()})
-	r.logf("%s: %s cut off from the other members for %v (the store's leader: %s before, %s at the end); candidates with it: [%s], with the others: [%s]",
-		kind, name, d.Round(time.Millisecond), r.memberOr(before), r.memberOr(during), strings.Join(ids(minority), " "), strings.Join(ids(majority), " "))
+	r.logf("%s: %s cut off from the other members for %v (the store's leader: %s before, %s on the majority side at the end); candidates with it: [%s], with the others: [%s]",
+		kind, name, time.Duration(mono.Now()-start).Round(time.Millisecond), r.memberOr(before), r.memberOr(moved), strings.Join(ids(minority), " "), strings.Join(ids(majority), " "))
 	return ctx.Err()
 }
 
@@ -122,4 +126,25 @@ func (r *run) memberOr(i int) string {
 		return "none"
 	}
 	return r.st.memberName(i)
+}
+
+// majorityWait bounds how long a partition waits, past its drawn length,
+// for the majority to elect a leader of its own (ZooKeeper's followers
+// give up on a leader after syncLimit ticks, then elect one).
+const majorityWait = 10 * time.Second
+
+// majorityLeader waits, for at most bound, until a member other than iso
+// leads the store, and returns it (-1 if none did).
+func (r *run) majorityLeader(ctx context.Context, iso int, bound time.Duration) int {
+	deadline := time.Now().Add(bound)
+	for {
+		for i := range r.st.addrs() {
+			if i != iso && r.st.isLeader(i) {
+				return i
+			}
+		}
+		if time.Now().After(deadline) || sleep(ctx, 100*time.Millisecond) != nil { // polling the members' state
+			return -1
+		}
+	}
 }

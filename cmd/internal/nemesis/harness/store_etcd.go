@@ -25,6 +25,7 @@ type store interface {
 	endpoint(proxyAddr string) string // how a candidate names a proxy
 	election() string                 // the election's name or path
 	leader() int                      // index of the store's leader member, -1 if none
+	isLeader(i int) bool              // member i is running and leads the store
 	memberName(i int) string
 	stopMember(i int) error
 	startMember(i int) error
@@ -149,6 +150,7 @@ func (s *etcdStore) addrs() []string {
 func (s *etcdStore) endpoint(a string) string { return "http://" + a }
 func (s *etcdStore) election() string         { return etcdElection }
 func (s *etcdStore) leader() int              { return s.c.Leader() }
+func (s *etcdStore) isLeader(i int) bool      { return s.c.Members()[i].IsLeader() }
 func (s *etcdStore) memberName(i int) string  { return s.c.Members()[i].Name }
 func (s *etcdStore) stopMember(i int) error   { s.c.Members()[i].Stop(); return nil }
 func (s *etcdStore) startMember(i int) error  { return s.c.Members()[i].Restart() }

@@ -60,12 +60,17 @@ func (s *zkStore) close()                        { s.e.Stop(); s.pn.close() }
 func (s *zkStore) credentials() (string, string) { return "", "" }
 
 func (s *zkStore) leader() int {
-	for i, srv := range s.e.Servers {
-		if m, err := srv.Mode(); err == nil && m == "leader" {
+	for i := range s.e.Servers {
+		if s.isLeader(i) {
 			return i
 		}
 	}
 	return -1
+}
+
+func (s *zkStore) isLeader(i int) bool {
+	m, err := s.e.Servers[i].Mode()
+	return err == nil && m == "leader"
 }
 
 func (s *zkStore) stopMember(i int) error { s.e.Servers[i].Kill(); return nil }
