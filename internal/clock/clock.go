@@ -5,7 +5,7 @@
 // Sub, Until): a step of the wall clock — NTP, an operator, a VM restored
 // from a snapshot — moves no deadline. Tests replace Now with a clock whose
 // wall time jumps while its monotonic time does not (package clocktest) to
-// show it.
+// show it; the fault harness replaces it with one that runs fast or slow.
 package clock
 
 import (
@@ -24,8 +24,9 @@ func Now() time.Time {
 	return time.Now()
 }
 
-// Set makes Now call f until the returned restore function is called. Tests
-// only.
+// Set makes Now call f until the returned restore function is called: for
+// tests, and for the fault harness's candidate processes, whose clock runs
+// at a rate the harness sets. Never in a program of the library's users.
 func Set(f func() time.Time) (restore func()) {
 	old := now.Swap(&f)
 	return func() { now.Store(old) }

@@ -84,7 +84,8 @@ type Config struct {
 	// for peers; it returns the host:port the other members reach it on
 	// instead (a proxy in front of it, which carries their traffic to
 	// listen), advertised as the member's peer URL. Fault harnesses use it
-	// to cut members off from each other.
+	// to cut members off from each other. A start that retries on a port
+	// taken meanwhile calls it again for the new ports.
 	PeerFront func(member int, listen string) (front string, err error)
 }
 

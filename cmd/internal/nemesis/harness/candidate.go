@@ -270,7 +270,9 @@ func (c *candidate) observer() *election.Observer {
 
 // rateChanged reports again the deadline of each Term still valid: the
 // real instant a deadline stands for moves when the clock's rate does, and
-// the history keeps the latest one reported (nemesis.Terms).
+// the history keeps the largest one reported for a Term (nemesis.Terms):
+// a deadline that moved earlier (the clock sped up) leaves the Term's end
+// overstated, on the safe side for the valid-terms checker.
 func (c *candidate) rateChanged() {
 	c.mu.Lock()
 	var live []*election.Term
@@ -523,16 +525,27 @@ func runOnSession(ctx context.Context, s *etcd.Session, cfg CandidateConfig, c *
 // election beside it on one ZooKeeper connection, so one session, until
 // ctx ends.
 func runZKShared(ctx context.Context, cfg CandidateConfig, c *candidate, opts []election.Option) error {
-	conn, _, err := gozk.Connect(cfg.Endpoints, cfg.TTL, gozk.WithLogger(quietZK{}))
+	granted := make(chan time.Duration, 1)
+	conn, _, err := gozk.Connect(cfg.Endpoints, cfg.TTL, gozk.WithLogger(grantedLog{granted}), gozk.WithLogInfo(true))
 	if err != nil {
 		return fmt.Errorf("zk at %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
 	defer conn.Close()
+	// zk.New needs a TTL no longer than the session timeout the server
+	// granted (servers clamp it to 2–20 ticks), as zk.Dial does itself.
+	ttl := cfg.TTL
+	select {
+	case g := <-granted:
+		ttl = min(ttl, g)
+	case <-ctx.Done():
+		return nil
+	}
+	opts = append(opts, election.WithTTL(ttl))
 	e, err := zk.New(conn, cfg.Name, opts...)
 	if err != nil {
 		return err
 	}
-	side, err := zk.New(conn, cfg.Name+SideSuffix, election.WithID(cfg.ID), election.WithTTL(cfg.TTL))
+	side, err := zk.New(conn, cfg.Name+SideSuffix, election.WithID(cfg.ID), election.WithTTL(ttl))
 	if err != nil {
 		e.Close()
 		return err
@@ -554,7 +567,19 @@ func runZKShared(ctx context.Context, cfg CandidateConfig, c *candidate, opts []
 	return errors.Join(err, cerr)
 }
 
-// quietZK drops the ZooKeeper client's log.
-type quietZK struct{}
+// grantedLog drops the ZooKeeper client's log but for the session timeout
+// the server granted, which the client logs on each new session and
+// exposes nowhere else; the first one is sent on the channel.
+type grantedLog struct{ granted chan time.Duration }
 
-func (quietZK) Printf(string, ...any) {}
+func (l grantedLog) Printf(format string, args ...any) {
+	if format != "authenticated: id=%d, timeout=%d" || len(args) != 2 {
+		return
+	}
+	if ms, ok := args[1].(int32); ok {
+		select {
+		case l.granted <- time.Duration(ms) * time.Millisecond:
+		default:
+		}
+	}
+}

@@ -17,7 +17,11 @@ import (
 // 1+δ times as fast as the candidate's, which the drift bound ρ covers
 // while δ < ρ (a Term counts TTL/(1+ρ) − Margin of local time, at most
 // (TTL/(1+ρ) − Margin)(1+δ) < TTL of real time). The rate is restored
-// after the cut heals.
+// after the cut heals. Only the clock the library reads is skewed, not Go's
+// timers: the lease clock's deadline timer, set for the skewed time left,
+// fires late on a fast clock and early on a slow one, and the Term's end
+// is the clock's reading either way (Term.Err reads it, and the timer sets
+// itself again when early).
 func (r *run) clockFault(ctx context.Context, kind string) error {
 	p, err := r.target(ctx, r.leaderShare(ctx))
 	if err != nil {

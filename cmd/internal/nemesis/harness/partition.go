@@ -21,7 +21,8 @@ import (
 //     member, the rest only the majority; otherwise every candidate still
 //     reaches every member.
 //   - store-minority puts a random member alone on the minority side and
-//     the candidates on both sides, each at random, at least one on each.
+//     the candidates on both sides, each at random, at least one on each
+//     when two or more are free of other faults.
 //
 // The store's own leader moves to the majority; a leader whose candidate
 // reaches only the minority cannot renew and must end its Term before the

@@ -31,10 +31,23 @@ type peerNet struct {
 	wg      sync.WaitGroup
 }
 
-// peerConn is one connection through a proxy: from dialed to.
+// peerConn is one connection through a proxy: member from() dialed
+// member to.
 type peerConn struct {
-	from, to int // member indices; from is -1 when the proxy could not tell
-	a, b     net.Conn
+	// from is the dialing member's index, -1 while the proxy cannot tell:
+	// asked at every decision, since a connection opened while the
+	// cluster starts may name a member the harness knows only later.
+	from func() int
+	to   int
+	a, b net.Conn // b is nil until the proxy has dialed
+}
+
+// closeBoth closes both sides of c.
+func (c *peerConn) closeBoth() {
+	c.a.Close()
+	if c.b != nil {
+		c.b.Close()
+	}
 }
 
 func newPeerNet() *peerNet {
@@ -86,17 +99,17 @@ func (n *peerNet) heal() {
 	// Closed before the sides join, so that no byte read during the cut
 	// is forwarded after it.
 	for c := range n.conns {
-		if n.cutLocked(c.from, c.to) {
-			c.a.Close()
-			c.b.Close()
+		if n.cutLocked(c.from(), c.to) {
+			c.closeBoth()
 		}
 	}
 	clear(n.side)
 }
 
 // prelude reads what the dialing member sends first and returns who it is
-// (-1: unknown) and the bytes to send on in their place.
-type prelude func(r *bufio.Reader) (from int, head []byte, err error)
+// (a function, asked at each decision; -1: unknown) and the bytes to send
+// on in their place.
+type prelude func(r *bufio.Reader) (from func() int, head []byte, err error)
 
 // listen starts a proxy that carries connections to member to, at addr;
 // it returns the proxy's address.
@@ -133,41 +146,43 @@ func (n *peerNet) listen(to int, addr string, pre prelude) (string, error) {
 
 // serve carries one connection to member to.
 func (n *peerNet) serve(a net.Conn, to int, addr string, pre prelude) {
-	br := bufio.NewReader(a)
-	from, head := -1, []byte(nil)
-	if pre != nil {
-		_ = a.SetReadDeadline(time.Now().Add(10 * time.Second))
-		var err error
-		if from, head, err = pre(br); err != nil {
-			a.Close()
-			return
-		}
-		_ = a.SetReadDeadline(time.Time{})
-	}
-	b, err := net.Dial("tcp", addr)
-	if err != nil {
-		a.Close()
+	c := &peerConn{from: unknown, to: to, a: a}
+	if !n.track(c) {
 		return
 	}
-	c := &peerConn{from: from, to: to, a: a, b: b}
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		a.Close()
-		b.Close()
-		return
-	}
-	n.conns[c] = true
-	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
 		delete(n.conns, c)
 		n.mu.Unlock()
+		c.closeBoth()
 	}()
-	if len(head) > 0 && !n.cutOff(from, to) {
+	br := bufio.NewReader(a)
+	var head []byte
+	if pre != nil {
+		_ = a.SetReadDeadline(time.Now().Add(10 * time.Second))
+		from, h, err := pre(br)
+		if err != nil {
+			return
+		}
+		_ = a.SetReadDeadline(time.Time{})
+		head = h
+		n.mu.Lock()
+		c.from = from
+		n.mu.Unlock()
+	}
+	b, err := net.Dial("tcp", addr)
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	c.b = b
+	closed := n.closed
+	n.mu.Unlock()
+	if closed {
+		return
+	}
+	if len(head) > 0 && !n.cutOff(c.sender(), to) {
 		if _, err := b.Write(head); err != nil {
-			a.Close()
-			b.Close()
 			return
 		}
 	}
@@ -180,15 +195,32 @@ func (n *peerNet) serve(a net.Conn, to int, addr string, pre prelude) {
 	<-done
 }
 
+// track adds c to the connections close closes, unless n is closed.
+func (n *peerNet) track(c *peerConn) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		c.a.Close()
+		return false
+	}
+	n.conns[c] = true
+	return true
+}
+
+// sender is c's dialing member now.
+func (c *peerConn) sender() int { return c.from() }
+
+// unknown is the sender of a connection whose prelude has not run.
+func unknown() int { return -1 }
+
 // pipe copies src to dst, dropping what comes while c's members are cut
 // off from each other; when either side ends, it closes both.
 func (n *peerNet) pipe(dst io.Writer, src io.Reader, c *peerConn) {
-	defer c.a.Close()
-	defer c.b.Close()
+	defer c.closeBoth()
 	buf := make([]byte, 32*1024)
 	for {
 		k, err := src.Read(buf)
-		if k > 0 && !n.cutOff(c.from, c.to) {
+		if k > 0 && !n.cutOff(c.sender(), c.to) {
 			if _, werr := dst.Write(buf[:k]); werr != nil {
 				return
 			}
@@ -204,44 +236,46 @@ func (n *peerNet) close() {
 	n.mu.Lock()
 	n.closed = true
 	ls := n.ls
-	var cs []*peerConn
 	for c := range n.conns {
-		cs = append(cs, c)
+		c.closeBoth()
 	}
 	n.mu.Unlock()
 	for _, l := range ls {
 		l.Close()
 	}
-	for _, c := range cs {
-		c.a.Close()
-		c.b.Close()
-	}
 	n.wg.Wait()
 }
 
 // etcdFrom is the prelude of etcd's peer traffic: every request one member
-// sends another (Raft's streams, its pipeline, snapshots) names the sender
-// in the X-Server-From header, the member's ID in hex. id maps it to the
-// member's index; the head is the request as read.
+// sends another over Raft's transport (its streams, its pipeline,
+// snapshots) names the sender in the X-Server-From header, the member's ID
+// in hex; id maps it to the member's index, asked again at each decision
+// (the harness learns the IDs only once the cluster runs, after its first
+// streams opened). The head is the request as read. Requests that name no
+// sender (a lease renewal a follower forwards to the leader, a version
+// check) are told apart as peerNet.cutLocked says.
 func etcdFrom(id func(hex string) int) prelude {
-	return func(r *bufio.Reader) (int, []byte, error) {
+	return func(r *bufio.Reader) (func() int, []byte, error) {
 		var head bytes.Buffer
-		from := -1
+		hex := ""
 		for {
 			line, err := r.ReadString('\n')
 			head.WriteString(line)
 			if err != nil {
-				return -1, nil, err
+				return nil, nil, err
 			}
 			if head.Len() > 64<<10 {
-				return -1, nil, errors.New("request header too long")
+				return nil, nil, errors.New("request header too long")
 			}
 			trimmed := strings.TrimRight(line, "\r\n")
 			if trimmed == "" {
-				return from, head.Bytes(), nil
+				if hex == "" {
+					return unknown, head.Bytes(), nil
+				}
+				return func() int { return id(hex) }, head.Bytes(), nil
 			}
 			if k, v, ok := strings.Cut(trimmed, ":"); ok && strings.EqualFold(strings.TrimSpace(k), "X-Server-From") {
-				from = id(strings.TrimSpace(v))
+				hex = strings.TrimSpace(v)
 			}
 		}
 	}
@@ -262,40 +296,41 @@ const (
 // connection kept goes through the harness too. Other versions pass as
 // they are.
 func zkElectionPrelude(from int, back func() string) prelude {
-	return func(r *bufio.Reader) (int, []byte, error) {
+	sender := func() int { return from }
+	return func(r *bufio.Reader) (func() int, []byte, error) {
 		var version, sid int64
 		if err := binary.Read(r, binary.BigEndian, &version); err != nil {
-			return -1, nil, err
+			return nil, nil, err
 		}
 		var out bytes.Buffer
 		_ = binary.Write(&out, binary.BigEndian, version)
 		if version != zkProtocolV1 && version != zkProtocolV2 {
-			return from, out.Bytes(), nil
+			return sender, out.Bytes(), nil
 		}
 		var size int32
 		if err := binary.Read(r, binary.BigEndian, &sid); err != nil {
-			return -1, nil, err
+			return nil, nil, err
 		}
 		if err := binary.Read(r, binary.BigEndian, &size); err != nil {
-			return -1, nil, err
+			return nil, nil, err
 		}
 		if size <= 0 || size > 4096 {
-			return -1, nil, fmt.Errorf("election message of %d bytes", size)
+			return nil, nil, fmt.Errorf("election message of %d bytes", size)
 		}
 		if _, err := io.ReadFull(r, make([]byte, size)); err != nil {
-			return -1, nil, err
+			return nil, nil, err
 		}
 		_ = binary.Write(&out, binary.BigEndian, sid)
 		addr := back()
 		_ = binary.Write(&out, binary.BigEndian, int32(len(addr)))
 		out.WriteString(addr)
-		return from, out.Bytes(), nil
+		return sender, out.Bytes(), nil
 	}
 }
 
 // fixed is the prelude of a proxy that only member from dials.
 func fixed(from int) prelude {
-	return func(*bufio.Reader) (int, []byte, error) { return from, nil, nil }
+	return func(*bufio.Reader) (func() int, []byte, error) { return func() int { return from }, nil, nil }
 }
 
 // hexID formats an etcd member ID as its X-Server-From header does.

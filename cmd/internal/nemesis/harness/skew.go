@@ -40,8 +40,8 @@ func newSkewClock() *skewClock {
 // Now reads the clock.
 func (c *skewClock) Now() time.Time {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	s := c.segs[len(c.segs)-1]
-	c.mu.Unlock()
 	return s.at.Add(time.Duration(float64(time.Since(s.real)) * s.rate))
 }
 
