@@ -277,20 +277,34 @@ func TestClockNegativeControl(t *testing.T) {
 		Drift: 0.1, Skew: 0.3, Margin: time.Millisecond, Faults: []string{harness.ClockSlow},
 		Duration: 10 * time.Second} // the first fault starts within TTL + 1 s
 	hist, rep := runMix(t, cfg)
-	faults := 0
-	for _, f := range hist.Faults {
-		if f.Kind == harness.ClockSlow {
-			faults++
-		}
-	}
+	faults := countFaults(hist, harness.ClockSlow)
 	if faults == 0 {
 		t.Fatalf("no clock-slow fault injected")
 	}
-	for _, v := range rep.Verdicts {
-		if v.Name == nemesis.NameValidTerms && v.OK {
-			t.Errorf("δ = 3ρ, margin 1ms, %d slowed leaders cut off: valid terms passed; want an overlap:\n%s", faults, rep.String())
+	if v, ok := verdictOf(rep, nemesis.NameValidTerms); !ok || v.OK {
+		t.Errorf("δ = 3ρ, margin 1ms, %d slowed leaders cut off: valid terms passed or missing; want an overlap:\n%s", faults, rep.String())
+	}
+}
+
+// countFaults counts the faults of kind in hist.
+func countFaults(hist *nemesis.History, kind string) int {
+	n := 0
+	for _, f := range hist.Faults {
+		if f.Kind == kind {
+			n++
 		}
 	}
+	return n
+}
+
+// verdictOf is rep's verdict of the checker name.
+func verdictOf(rep nemesis.Report, name string) (nemesis.Verdict, bool) {
+	for _, v := range rep.Verdicts {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return nemesis.Verdict{}, false
 }
 
 func TestNemesisInmem(t *testing.T) {
@@ -312,12 +326,7 @@ func TestNegativeControl(t *testing.T) {
 			cfg := harness.Config{Backend: backend, Seed: 7, Duration: mixDuration(14*time.Second, 9*time.Second),
 				Unfenced: true, Faults: []string{harness.Pause}, Work: 50 * time.Millisecond}
 			hist, rep := runMix(t, cfg)
-			pauses := 0
-			for _, f := range hist.Faults {
-				if f.Kind == harness.Pause {
-					pauses++
-				}
-			}
+			pauses := countFaults(hist, harness.Pause)
 			if pauses == 0 {
 				t.Fatalf("no pause injected")
 			}
@@ -326,17 +335,11 @@ func TestNegativeControl(t *testing.T) {
 			}
 			// The failure must be the register's linearizability (every
 			// report names that checker, so look at its verdict).
-			lin := false
-			for _, v := range rep.Verdicts {
-				if v.Name == nemesis.NameLinearizable {
-					lin = true
-					if v.OK {
-						t.Errorf("fencing off, %d pauses: linearizability passed; the run failed elsewhere:\n%s", pauses, rep.String())
-					}
-				}
-			}
-			if !lin {
+			switch v, ok := verdictOf(rep, nemesis.NameLinearizable); {
+			case !ok:
 				t.Errorf("no linearizability verdict:\n%s", rep.String())
+			case v.OK:
+				t.Errorf("fencing off, %d pauses: linearizability passed; the run failed elsewhere:\n%s", pauses, rep.String())
 			}
 		})
 	}
