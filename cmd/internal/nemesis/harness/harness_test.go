@@ -272,7 +272,11 @@ func TestOverlappingFaults(t *testing.T) {
 // the store's expiry of its lease (by about (TTL/(1+ρ))(1+δ) − TTL = 0.9 s
 // at TTL 5 s, more than etcd's 0.5 s expiry sweep), and another leads
 // meanwhile. The valid-terms checker must fail.
+//
+// It runs beside TestNemesisInmem (both parallel: one waits on its TTL of
+// 5 s most of the time, the other runs in this process).
 func TestClockNegativeControl(t *testing.T) {
+	t.Parallel()
 	cfg := harness.Config{Backend: "etcd", Seed: 3, TTL: 5 * time.Second, Unfenced: true,
 		Drift: 0.1, Skew: 0.3, Margin: time.Millisecond, Faults: []string{harness.ClockSlow},
 		Duration: 10 * time.Second} // the first fault starts within TTL + 1 s
@@ -308,6 +312,7 @@ func verdictOf(rep nemesis.Report, name string) (nemesis.Verdict, bool) {
 }
 
 func TestNemesisInmem(t *testing.T) {
+	t.Parallel()
 	checkMix(t, harness.Config{Backend: "inmem", Seed: 42, Duration: mixDuration(12*time.Second, 8*time.Second)}, 2)
 }
 
