@@ -305,10 +305,13 @@ type run struct {
 	procs     []*proc // live candidates, in start order
 	storeCut  map[int]bool
 	nextID    int
-	prio      int64          // the highest priority given so far
-	prios     *rand.Rand     // the spawned candidates' priorities, kept apart from the schedule
-	busy      map[*proc]bool // candidates a running fault holds
-	storeBusy bool           // a store-kill or store-cut runs
+	prio      int64               // the highest priority given so far
+	prios     *rand.Rand          // the spawned candidates' priorities, kept apart from the schedule
+	busy      map[*proc]bool      // candidates a running fault holds
+	freed     map[*proc]time.Time // when a fault last let a candidate go
+	storeBusy bool                // a fault holds the store's members
+	storeFree time.Time           // when a fault last let them go
+	trimMu    sync.Mutex          // serializes trim
 
 	mu     sync.Mutex
 	faults []nemesis.Fault
@@ -352,7 +355,7 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 	defer reg.Close()
 	r := &run{cfg: cfg, dir: dir, reg: reg, rng: rand.New(rand.NewSource(cfg.Seed)),
 		pick: rand.New(rand.NewSource(^cfg.Seed)), log: cfg.Log,
-		storeCut: map[int]bool{}, killed: map[string]int64{}, busy: map[*proc]bool{},
+		storeCut: map[int]bool{}, killed: map[string]int64{}, busy: map[*proc]bool{}, freed: map[*proc]time.Time{},
 		prio: 1, prios: rand.New(rand.NewSource(cfg.Seed ^ 0x5eed))}
 	hist := &nemesis.History{Backend: cfg.Backend, Seed: cfg.Seed, Fenced: !cfg.Unfenced}
 	r.logf("nemesis: backend %s, seed %d, %v, %d candidates, TTL %v, fenced %v, faults %s",
@@ -482,6 +485,34 @@ func (r *run) replaceExited() {
 	}
 }
 
+// trim stops candidates beyond Config.Candidates — a preempt fault adds
+// one and stops another only if one is free of other faults — the oldest
+// first of those that do not lead and no fault holds, gracefully.
+func (r *run) trim() {
+	r.trimMu.Lock() // one at a time: two would stop one candidate each for one too many
+	defer r.trimMu.Unlock()
+	leader := ""
+	if ev, ok := r.reg.Leader(); ok {
+		leader = ev.Candidate
+	}
+	for {
+		r.smu.Lock()
+		n := len(r.procs)
+		r.smu.Unlock()
+		if n <= r.cfg.Candidates {
+			return
+		}
+		ws := r.live(leader)
+		if len(ws) == 0 || !r.take(ws[0]) {
+			return
+		}
+		p := ws[0]
+		p.stop(2 * r.cfg.TTL)
+		r.drop(p)
+		r.logf("trim: %s stopped (%d candidates, %d wanted)", p.id, n, r.cfg.Candidates)
+	}
+}
+
 func (r *run) procByIDLocked(id string) *proc {
 	for _, p := range r.procs {
 		if p.id == id {
@@ -598,6 +629,7 @@ func (r *run) mixWith(ctx context.Context, inject func(ctx context.Context, kind
 		kind := order[0]
 		order = order[1:]
 		r.replaceExited()
+		r.trim()
 		if err := inject(ctx, kind); err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -642,6 +674,7 @@ func (r *run) mixOverlapping(ctx context.Context, inject func(ctx context.Contex
 			defer wg.Done()
 			defer func() { <-slots }()
 			r.replaceExited()
+			r.trim()
 			if err := inject(context.WithValue(ctx, drawsKey{}, d), kind); err != nil && ctx.Err() == nil {
 				r.logf("%s: not injected: %v", kind, err)
 			}
@@ -684,40 +717,59 @@ func (r *run) target(ctx context.Context, preferLeader bool) (*proc, error) {
 func (r *run) release(p *proc) {
 	r.smu.Lock()
 	delete(r.busy, p)
+	r.freed[p] = time.Now()
 	r.smu.Unlock()
 }
 
 // hold holds the process of the candidate id for one fault: errBusy if
-// another fault holds it, nil, nil if it is not one of ours.
-func (r *run) hold(id string) (*proc, error) {
+// another fault holds it, or let it go less than settle ago; nil, nil if
+// it is not one of ours.
+func (r *run) hold(id string, settle time.Duration) (*proc, error) {
 	r.smu.Lock()
 	p := r.procByIDLocked(id)
 	r.smu.Unlock()
 	switch {
 	case p == nil:
 		return nil, nil
-	case !r.take(p):
+	case !r.takeSettled(p, settle):
 		return nil, errBusy
 	}
 	return p, nil
 }
 
 // take holds p for one fault, and reports false if another fault holds it.
-func (r *run) take(p *proc) bool {
+func (r *run) take(p *proc) bool { return r.takeSettled(p, 0) }
+
+// takeSettled is take that also refuses a p a fault let go less than
+// settle ago.
+func (r *run) takeSettled(p *proc, settle time.Duration) bool {
 	r.smu.Lock()
 	defer r.smu.Unlock()
-	if r.busy[p] {
+	if r.busy[p] || time.Since(r.freed[p]) < settle {
 		return false
 	}
 	r.busy[p] = true
 	return true
 }
 
-// holdStore takes the store's members for one fault, or reports errBusy.
-func (r *run) holdStore() error {
+// unsettled is how long until the store's members and the candidate id
+// have been free of faults for settle.
+func (r *run) unsettled(id string, settle time.Duration) time.Duration {
 	r.smu.Lock()
 	defer r.smu.Unlock()
-	if r.storeBusy {
+	last := r.storeFree
+	if p := r.procByIDLocked(id); p != nil && r.freed[p].After(last) {
+		last = r.freed[p]
+	}
+	return max(0, settle-time.Since(last))
+}
+
+// holdStore takes the store's members for one fault, or reports errBusy
+// if another fault holds them or let them go less than settle ago.
+func (r *run) holdStore(settle time.Duration) error {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	if r.storeBusy || time.Since(r.storeFree) < settle {
 		return errBusy
 	}
 	r.storeBusy = true
@@ -727,6 +779,7 @@ func (r *run) holdStore() error {
 func (r *run) releaseStore() {
 	r.smu.Lock()
 	r.storeBusy = false
+	r.storeFree = time.Now()
 	r.smu.Unlock()
 }
 
@@ -749,6 +802,7 @@ func (r *run) drop(p *proc) {
 	r.smu.Lock()
 	r.procs = slices.DeleteFunc(r.procs, func(q *proc) bool { return q == p })
 	delete(r.busy, p)
+	delete(r.freed, p)
 	r.smu.Unlock()
 }
 
@@ -880,7 +934,7 @@ func (r *run) cut(ctx context.Context) error {
 
 // storeKill: stop the store's leader member/server, and restart it.
 func (r *run) storeKill(ctx context.Context) error {
-	if err := r.holdStore(); err != nil {
+	if err := r.holdStore(0); err != nil {
 		return err
 	}
 	defer r.releaseStore()
@@ -910,7 +964,7 @@ func (r *run) storeKill(ctx context.Context) error {
 // storeCutFault: cut every candidate off from the store's leader
 // member/server; heal.
 func (r *run) storeCutFault(ctx context.Context) error {
-	if err := r.holdStore(); err != nil {
+	if err := r.holdStore(0); err != nil {
 		return err
 	}
 	defer r.releaseStore()

@@ -44,11 +44,21 @@ func (r *run) operator(ctx context.Context) error {
 	// event both learn of together that the P3 check's grace is for. Nor
 	// may a store fault run: a candidate whose store member is cut off or
 	// stopped sees the store's events only once it has moved to another.
-	if err := r.holdStore(); err != nil {
+	// And neither may have ended less than a TTL ago: a member that
+	// rejoins after a partition, or a leader whose connections come back
+	// after a cut, delivers a watch event only once it has caught up (a
+	// run that let the operator delete the leader's key 25 µs after a
+	// partition healed had the old leader hear of it 280 ms later, past
+	// its successor's start).
+	settle := r.cfg.TTL
+	if err := sleep(ctx, r.unsettled(leader, settle)); err != nil {
+		return err
+	}
+	if err := r.holdStore(settle); err != nil {
 		return err
 	}
 	defer r.releaseStore()
-	p, err := r.hold(leader)
+	p, err := r.hold(leader, settle)
 	if err != nil {
 		return err
 	}

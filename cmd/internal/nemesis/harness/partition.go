@@ -28,7 +28,7 @@ import (
 // reaches only the minority cannot renew and must end its Term before the
 // majority lets another lead.
 func (r *run) storePartition(ctx context.Context, kind string) error {
-	if err := r.holdStore(); err != nil {
+	if err := r.holdStore(0); err != nil {
 		return err
 	}
 	defer r.releaseStore()
