@@ -491,16 +491,16 @@ func (r *run) replaceExited() {
 func (r *run) trim() {
 	r.trimMu.Lock() // one at a time: two would stop one candidate each for one too many
 	defer r.trimMu.Unlock()
-	leader := ""
-	if ev, ok := r.reg.Leader(); ok {
-		leader = ev.Candidate
-	}
 	for {
 		r.smu.Lock()
 		n := len(r.procs)
 		r.smu.Unlock()
 		if n <= r.cfg.Candidates {
 			return
+		}
+		leader := ""
+		if ev, ok := r.reg.Leader(); ok {
+			leader = ev.Candidate
 		}
 		ws := r.live(leader)
 		if len(ws) == 0 || !r.take(ws[0]) {
