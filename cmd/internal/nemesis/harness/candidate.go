@@ -205,6 +205,8 @@ type candidate struct {
 type electedReport struct {
 	ready     chan struct{}
 	delivered <-chan struct{}
+	ended     int64  // Mono instant the Observer reported its end; 0 before; guarded by candidate.mu
+	cause     string // why it ended
 }
 
 // electedOf returns the report of the Term with token, made on first use.
@@ -260,12 +262,36 @@ func (c *candidate) observer() *election.Observer {
 		if cause != nil {
 			msg = cause.Error()
 		}
-		delivered := c.rep.add(nemesis.Event{Kind: nemesis.Ended, Candidate: c.id, PID: c.pid, Token: l.Token, At: mono.Now(), Err: msg})
+		at := mono.Now()
+		c.mu.Lock()
+		if e := c.elected[l.Token]; e != nil {
+			e.ended, e.cause = at, msg
+		}
+		c.mu.Unlock()
+		delivered := c.rep.add(nemesis.Event{Kind: nemesis.Ended, Candidate: c.id, PID: c.pid, Token: l.Token, At: at, Err: msg})
 		select {
 		case <-delivered:
 		case <-time.After(50 * time.Millisecond):
 		}
 	}}
+}
+
+// unpaired reports, once the Elector is closed (no OnElected can come
+// any more), a Demoted for each Term the Observer reported elected and
+// ended but Run never handed to OnElected: Run resigns at once a Term it
+// wins as it stops. The history then pairs that Term's Elected, as it
+// does every other's.
+func (c *candidate) unpaired() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for token, e := range c.elected {
+		at := e.ended
+		if at == 0 {
+			at = mono.Now()
+		}
+		c.rep.add(nemesis.Event{Kind: nemesis.Demoted, Candidate: c.id, PID: c.pid, Token: token, At: at, Err: e.cause})
+		delete(c.elected, token)
+	}
 }
 
 // rateChanged reports again the deadline of each Term still valid: the
@@ -447,6 +473,7 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
 	err := election.Run(ctx, e, cb)
 	cerr := e.Close()
+	c.unpaired()
 	if errors.Is(err, ctx.Err()) {
 		err = nil
 	}
@@ -515,6 +542,7 @@ func runOnSession(ctx context.Context, s *etcd.Session, cfg CandidateConfig, c *
 	cancel()
 	wg.Wait()
 	cerr := errors.Join(e.Close(), side.Close())
+	c.unpaired()
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
@@ -561,6 +589,7 @@ func runZKShared(ctx context.Context, cfg CandidateConfig, c *candidate, opts []
 	err = election.Run(ctx, e, cb)
 	wg.Wait()
 	cerr := errors.Join(e.Close(), side.Close())
+	c.unpaired()
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}

@@ -776,6 +776,21 @@ func (r *run) holdStore(settle time.Duration) error {
 	return nil
 }
 
+// releaseStoreSettled lets other faults take the store's members again,
+// as settled as before it was held.
+func (r *run) releaseStoreSettled() {
+	r.smu.Lock()
+	r.storeBusy = false
+	r.smu.Unlock()
+}
+
+// releaseSettled lets other faults take p again, as settled as before.
+func (r *run) releaseSettled(p *proc) {
+	r.smu.Lock()
+	delete(r.busy, p)
+	r.smu.Unlock()
+}
+
 func (r *run) releaseStore() {
 	r.smu.Lock()
 	r.storeBusy = false

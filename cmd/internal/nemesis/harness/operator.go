@@ -57,13 +57,13 @@ func (r *run) operator(ctx context.Context) error {
 	if err := r.holdStore(settle); err != nil {
 		return err
 	}
-	defer r.releaseStore()
+	defer r.releaseStoreSettled() // the operator's own actions need no settling
 	p, err := r.hold(leader, settle)
 	if err != nil {
 		return err
 	}
 	if p != nil {
-		defer r.release(p)
+		defer r.releaseSettled(p)
 	}
 	start := mono.Now()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
