@@ -356,7 +356,10 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 	r := &run{cfg: cfg, dir: dir, reg: reg, rng: rand.New(rand.NewSource(cfg.Seed)),
 		pick: rand.New(rand.NewSource(^cfg.Seed)), log: cfg.Log,
 		storeCut: map[int]bool{}, killed: map[string]int64{}, busy: map[*proc]bool{}, freed: map[*proc]time.Time{},
-		prio: 1, prios: rand.New(rand.NewSource(cfg.Seed ^ 0x5eed))}
+		prios: rand.New(rand.NewSource(cfg.Seed ^ 0x5eed))}
+	if slices.Contains(cfg.Faults, Preempt) {
+		r.prio = 1 // priorities 0 and 1 from the start; without preempt faults, all 0
+	}
 	hist := &nemesis.History{Backend: cfg.Backend, Seed: cfg.Seed, Fenced: !cfg.Unfenced}
 	r.logf("nemesis: backend %s, seed %d, %v, %d candidates, TTL %v, fenced %v, faults %s",
 		cfg.Backend, cfg.Seed, cfg.Duration, cfg.Candidates, cfg.TTL, !cfg.Unfenced, strings.Join(cfg.Faults, ","))
@@ -392,7 +395,7 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 func (r *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
 	switch r.cfg.Backend {
 	case "etcd":
-		s, err := startEtcd(filepath.Join(r.dir, "etcd"))
+		s, err := startEtcd(filepath.Join(r.dir, "etcd"), slices.Contains(r.cfg.Faults, Operator))
 		if err != nil {
 			return err
 		}
@@ -434,8 +437,9 @@ func (r *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
 }
 
 // spawn starts a fresh candidate with a new ID, of a priority drawn from
-// the seed between 0 and the highest so far (at first 1): a candidate
-// above the leader's takes over after the preemption hold-off.
+// the seed between 0 and the highest so far (at first 1 when the mix has
+// preempt faults, else 0): a candidate above the leader's takes over
+// after the preemption hold-off.
 func (r *run) spawn() (*proc, error) {
 	r.smu.Lock()
 	prio := r.prios.Int63n(r.prio + 1)

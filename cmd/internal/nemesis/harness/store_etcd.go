@@ -72,12 +72,15 @@ const (
 const etcdElection = "/nemesis/election"
 
 type etcdStore struct {
-	c   *embedetcd.Cluster
-	cli *clientv3.Client
-	pn  *peerNet
+	c    *embedetcd.Cluster
+	cli  *clientv3.Client
+	pn   *peerNet
+	auth bool // candidates log in; only for the operator fault, which revokes their permission
 }
 
-func startEtcd(dir string) (*etcdStore, error) {
+// startEtcd starts the cluster; with auth, candidates log in as a user
+// whose role holds the election's prefix (what the operator fault revokes).
+func startEtcd(dir string, auth bool) (*etcdStore, error) {
 	pn := newPeerNet()
 	var (
 		mu  sync.Mutex
@@ -111,6 +114,9 @@ func startEtcd(dir string) (*etcdStore, error) {
 		pn.close()
 		return nil, err
 	}
+	if !auth {
+		return &etcdStore{c: c, cli: setup, pn: pn}, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = embedetcd.AddUser(ctx, setup, candidateUser, candidatePassword, etcdElection+"/")
@@ -134,10 +140,15 @@ func startEtcd(dir string) (*etcdStore, error) {
 		pn.close()
 		return nil, err
 	}
-	return &etcdStore{c: c, cli: cli, pn: pn}, nil
+	return &etcdStore{c: c, cli: cli, pn: pn, auth: true}, nil
 }
 
-func (s *etcdStore) credentials() (string, string) { return candidateUser, candidatePassword }
+func (s *etcdStore) credentials() (string, string) {
+	if !s.auth {
+		return "", ""
+	}
+	return candidateUser, candidatePassword
+}
 
 func (s *etcdStore) addrs() []string {
 	var out []string
