@@ -524,16 +524,29 @@ func TestNoHerd(t *testing.T) {
 		}
 		return s
 	}
-	// Every waiter has listed once and set one watch; let them settle.
-	eventually(t, "every waiter watching", func() bool { return total() >= 2*(n-1) })
+	// Every waiter has set its wake-up watch, read the queue node, listed
+	// once and set one watch (each counted as it starts); let them settle.
+	eventually(t, "every waiter watching", func() bool {
+		for _, e := range es[1:] {
+			if e.Reads() < 4 {
+				return false
+			}
+		}
+		return true
+	})
 	for h := 1; h < 4; h++ {
 		before := total()
+		// es[h] takes over; es[h+1], first in line then, watches anew
+		// (at least a read of the queue node and a watch) after es[h]'s
+		// claim, so the handover is over only once it has.
+		after := es[h+1].Reads() + 2
 		if err := es[h-1].Resign(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
 		if r := await(t, chs[h-1], patience, "next in line"); r.err != nil {
 			t.Fatal(r.err)
 		}
+		eventually(t, "the next in line watching", func() bool { return es[h+1].Reads() >= after })
 		if d := total() - before; d > 3 {
 			t.Fatalf("handover %d cost the waiters %d listings and watches; want at most 3 (one waiter woken)", h, d)
 		}
