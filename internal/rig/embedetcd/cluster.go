@@ -97,7 +97,10 @@ func StartCluster(n int, cfg Config) (*Cluster, error) {
 // start makes one attempt at starting the members of c. On error it stops
 // what it started and removes the member directories it created.
 func (c *Cluster) start(n int, cfg Config) (err error) {
-	ports, err := freePorts(2 * n)
+	// The members' ports stay reserved while cfg.PeerFront binds proxies,
+	// which could otherwise be given one of them.
+	ports, release, err := reservePorts(2 * n)
+	defer release()
 	if err != nil {
 		return err
 	}
@@ -125,6 +128,7 @@ func (c *Cluster) start(n int, cfg Config) (err error) {
 		}
 		peers[i] = name + "=" + specs[i].advertisePeer().String()
 	}
+	release()
 	for i := range specs {
 		specs[i].cluster = strings.Join(peers, ",")
 		if err := checkFreshDir(specs[i].dir); err != nil {
@@ -192,26 +196,28 @@ func checkFreshDir(dir string) error {
 	return nil
 }
 
-// freePorts returns k distinct TCP ports that were free on 127.0.0.1 a moment
-// ago. Another process may take one before it is used; StartCluster retries
+// reservePorts returns k distinct TCP ports on 127.0.0.1, held until
+// release is called (release may be called more than once). Another
+// process may take one after that, before it is used; StartCluster retries
 // when that happens.
-func freePorts(k int) ([]int, error) {
-	ports := make([]int, 0, k)
+func reservePorts(k int) (ports []int, release func(), err error) {
 	listeners := make([]net.Listener, 0, k)
-	defer func() {
+	release = func() {
 		for _, l := range listeners {
 			l.Close()
 		}
-	}()
+		listeners = nil
+	}
 	for range k {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, fmt.Errorf("embedetcd: picking a free port: %w", err)
+			release()
+			return nil, release, fmt.Errorf("embedetcd: picking a free port: %w", err)
 		}
 		listeners = append(listeners, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	return ports, release, nil
 }
 
 // randomToken returns a cluster token unique to one start, so members of

@@ -63,6 +63,8 @@ type Server struct {
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{}
+	// exitState is how the last process ended, set before exited closes.
+	exitState string
 }
 
 // Ensemble is a set of servers forming one ZooKeeper ensemble.
@@ -134,15 +136,17 @@ func StartEnsembleWith(dir string, n int, cfg EnsembleConfig) (*Ensemble, error)
 	if n < 1 {
 		return nil, fmt.Errorf("zktest: ensemble of %d servers", n)
 	}
-	ports, err := freePorts(3 * n)
+	// The servers' ports stay reserved while cfg.Peer binds proxies, which
+	// could otherwise be given one of them.
+	ports, release, err := reservePorts(3 * n)
 	if err != nil {
 		return nil, err
 	}
 	quorum := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[3*i+1]) }
 	election := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[3*i+2]) }
 	e := &Ensemble{}
+	peers := make([][]string, n)
 	for i := 0; i < n; i++ {
-		var peers []string
 		for j := 0; j < n; j++ {
 			q, el := quorum(j), election(j)
 			if j != i && cfg.Peer != nil {
@@ -150,14 +154,17 @@ func StartEnsembleWith(dir string, n int, cfg EnsembleConfig) (*Ensemble, error)
 					el, err = cfg.Peer(i, j, ElectionPort, el)
 				}
 				if err != nil {
-					e.Stop()
+					release()
 					return nil, fmt.Errorf("zktest: server %d's address of server %d: %w", i+1, j+1, err)
 				}
 			}
-			peers = append(peers, fmt.Sprintf("server.%d=%s:%s", j+1, q, portOf(el)))
+			peers[i] = append(peers[i], fmt.Sprintf("server.%d=%s:%s", j+1, q, portOf(el)))
 		}
+	}
+	release()
+	for i := 0; i < n; i++ {
 		s := &Server{ID: i + 1, Addr: fmt.Sprintf("127.0.0.1:%d", ports[3*i]), Dir: filepath.Join(dir, strconv.Itoa(i+1))}
-		if err := s.writeConfig(ports[3*i], peers); err != nil {
+		if err := s.writeConfig(ports[3*i], peers[i]); err != nil {
 			e.Stop()
 			return nil, err
 		}
@@ -261,6 +268,7 @@ func (s *Server) Start() error {
 	go func() {
 		_ = cmd.Wait()
 		logf.Close()
+		s.exitState = cmd.ProcessState.String() // read after exited is closed
 		close(exited)
 	}()
 	s.cmd, s.exited = cmd, exited
@@ -313,7 +321,14 @@ func (s *Server) WaitServing(timeout time.Duration) error {
 	var last error
 	for time.Now().Before(deadline) {
 		if !s.Running() {
-			return fmt.Errorf("zktest: server %d exited; see %s", s.ID, filepath.Join(s.Dir, "server.log"))
+			state := "is not running"
+			s.mu.Lock()
+			if s.cmd != nil {
+				<-s.exited
+				state = "exited: " + s.exitState
+			}
+			s.mu.Unlock()
+			return fmt.Errorf("zktest: server %d %s (a port taken?); see %s", s.ID, state, filepath.Join(s.Dir, "server.log"))
 		}
 		m, err := s.Mode()
 		if err == nil && (m == "standalone" || m == "leader" || m == "follower") {
@@ -370,20 +385,30 @@ func FourLetter(addr, word string) (string, error) {
 
 // freePorts returns n distinct loopback ports that were free a moment ago.
 func freePorts(n int) ([]int, error) {
+	ports, release, err := reservePorts(n)
+	release()
+	return ports, err
+}
+
+// reservePorts returns n distinct loopback ports held until release is
+// called, so that nothing else of this process's (a peer proxy) is given
+// one of them meanwhile.
+func reservePorts(n int) (ports []int, release func(), err error) {
 	var ls []net.Listener
-	defer func() {
+	release = func() {
 		for _, l := range ls {
 			l.Close()
 		}
-	}()
-	var ports []int
+		ls = nil
+	}
 	for i := 0; i < n; i++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return nil, err
+			release()
+			return nil, release, err
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	return ports, release, nil
 }
