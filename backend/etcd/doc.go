@@ -133,13 +133,24 @@
 //
 // Errors of the store are sorted in one place (errors.go): a closed client,
 // a permission or authentication error (etcd's "permission denied", "user
-// name is empty", an invalid auth token; gRPC PermissionDenied,
+// name is empty", "authentication failed"; gRPC PermissionDenied,
 // Unauthenticated, InvalidArgument) is final — Campaign returns it wrapped
 // with the election's name, and a candidacy that meets one ends with
 // ErrSessionLost carrying it — and everything else (a lost connection, a
 // member without a Raft leader, a timeout) is retried every 50 ms and
 // logged at most once per 5 s per candidacy, with the number of lines
 // left out, so a retry is never silent.
+//
+// An invalid (stale) auth token is retried, not final. A client with a
+// user name and password logs in again for every stream it opens, and
+// each lease renewal is a stream of its own (KeepAliveOnce): a login (a
+// bcrypt check and a Raft write) per renewal. The renewal can then reach
+// a member that has not applied that login yet, which answers "invalid
+// auth token"; the renewal is sent again at once (up to three times, its
+// deadline still counting from the first send). Electors that share a
+// Session share its renewals, and so its logins; a client authenticated
+// by its TLS certificate (etcd's --client-cert-auth, no password) logs in
+// never.
 //
 // Campaign and Resign return within 100 ms of their ctx ending whatever
 // the store does: what they leave to release (keys, a lease) is tried for

@@ -17,7 +17,8 @@ import (
 // candidacy and which are waited out.
 //
 // Final: the store refuses this client for good, or this client is gone —
-// permission denied (a role revoked), failed or missing authentication, a
+// permission denied (a role revoked), failed or missing authentication (a
+// stale token is not: the next request logs in again), a
 // request etcd will never accept (too large, too many operations), the
 // client closed. Retrying them would spin silently while the lease runs
 // out, so Campaign returns them (wrapped, with the election's name) and a
@@ -32,9 +33,23 @@ import (
 // finalErrors are the etcd errors no retry can cure.
 var finalErrors = []error{
 	rpctypes.ErrPermissionDenied, rpctypes.ErrAuthFailed, rpctypes.ErrAuthNotEnabled,
-	rpctypes.ErrInvalidAuthToken, rpctypes.ErrInvalidAuthMgmt, rpctypes.ErrUserEmpty,
+	rpctypes.ErrInvalidAuthMgmt, rpctypes.ErrUserEmpty,
 	rpctypes.ErrUserNotFound, rpctypes.ErrRoleNotFound,
 	rpctypes.ErrRequestTooLarge, rpctypes.ErrTooManyOps, rpctypes.ErrGRPCNotCapable,
+}
+
+// tokenAttempts bounds the attempts of one lease renewal that meet a
+// stale token (see staleToken).
+const tokenAttempts = 3
+
+// staleToken reports whether err says the request's auth token is not (or
+// not yet, or no longer) known to the member that served it. It is
+// retried, never final: clientv3 logs in again for the next request (for
+// every stream it opens, and for a unary request that met it), and a
+// member that had not applied a new login yet soon has. A password that
+// no longer logs in fails the login itself, with ErrAuthFailed: final.
+func staleToken(err error) bool {
+	return errors.Is(err, rpctypes.ErrInvalidAuthToken) || errors.Is(err, rpctypes.ErrAuthOldRevision)
 }
 
 // isFinal reports whether err, from a request of e's client, will not go
@@ -54,6 +69,9 @@ func isFinal(cli *clientv3.Client, err error) bool {
 		if errors.Is(err, f) {
 			return true
 		}
+	}
+	if staleToken(err) {
+		return false
 	}
 	switch status.Code(err) {
 	case codes.PermissionDenied, codes.Unauthenticated, codes.InvalidArgument:

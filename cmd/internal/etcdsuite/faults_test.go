@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend/etcd"
 	"github.com/electkit/election/internal/rig/embedetcd"
 	"github.com/electkit/election/internal/rig/etcdtest"
 )
@@ -291,5 +292,80 @@ func TestTLSAndAuth(t *testing.T) {
 	}
 	if ks := queue(t, admin, "/app/leader"); len(ks) != 1 {
 		t.Errorf("keys after the refused Campaign: %q", ks)
+	}
+}
+
+// With auth on a three-member cluster, clients that know every member log
+// in again for each lease renewal and each watch (clientv3 does so for
+// every stream it opens), and a request can reach a member that has not
+// applied the new token yet: etcd answers "invalid auth token". That is
+// not final: a leader and its waiters renew through it, the leader keeps
+// its Term, and handovers work.
+func TestAuthOnClusterRenewals(t *testing.T) {
+	t.Parallel() // mostly waiting on renewals
+	c := etcdtest.NewCluster(t, 3, embedetcd.Config{BcryptCost: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*patience)
+	defer cancel()
+	root := etcdtest.Client(t, c.Endpoints())
+	if err := embedetcd.EnableAuth(ctx, root, "rootpw"); err != nil {
+		t.Fatal(err)
+	}
+	admin := etcdtest.Client(t, c.Endpoints(), func(cfg *clientv3.Config) { cfg.Username, cfg.Password = "root", "rootpw" })
+	if err := embedetcd.AddUser(ctx, admin, "sched", "pw", "/auth/"); err != nil {
+		t.Fatal(err)
+	}
+	user := func(cfg *clientv3.Config) { cfg.Username, cfg.Password = "sched", "pw" }
+	const want = 15 // renewals of the first leader's
+	renewed := make(chan election.Renewal, want)
+	es := []*etcd.Elector{newElector(t, etcdtest.Client(t, c.Endpoints(), user), "/auth/leader", "a",
+		election.WithTTL(time.Second), election.WithAfterRenew(func(r election.Renewal) {
+			select {
+			case renewed <- r:
+			default:
+			}
+		}))}
+	ta, err := es[0].Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rbs []<-chan result
+	for _, id := range []string{"b", "c"} {
+		e := newElector(t, etcdtest.Client(t, c.Endpoints(), user), "/auth/leader", id, election.WithTTL(time.Second))
+		es = append(es, e)
+		rbs = append(rbs, campaignAsync(ctx, e))
+	}
+	for i := range want {
+		select {
+		case r := <-renewed:
+			if r.Err != nil {
+				t.Logf("renewal %d: %v", i, r.Err)
+			}
+		case <-ta.Done():
+			t.Fatalf("a's Term ended after %d renewals: %v", i, ta.Err())
+		case <-ctx.Done():
+			t.Fatalf("only %d renewals of a's", i)
+		}
+	}
+	for _, rb := range rbs {
+		select {
+		case r := <-rb:
+			t.Fatalf("a waiter's Campaign returned while a led: %v, %v", r.t, r.err)
+		default:
+		}
+	}
+	// Two handovers, through the waiters' watches.
+	prev := ta
+	for h, rb := range rbs {
+		if err := es[h].Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := await(t, rb)
+		if r.err != nil {
+			t.Fatalf("handover %d: %v", h+1, r.err)
+		}
+		if r.t.Token() <= prev.Token() {
+			t.Fatalf("handover %d: token %d not above %d", h+1, r.t.Token(), prev.Token())
+		}
+		prev = r.t
 	}
 }
