@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -48,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	scaleNs := fs.String("scale", "", "comma-separated candidate counts for the scale scenario (default: the mode's)")
 	shardsN := fs.Int("shards", 0, "elections in the shards scenario (0: the mode's default, 10000; 20 with -short)")
+	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the candidates' side; the etcd member runs in a child, see "+servers.PprofEnv+") to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -84,6 +86,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if !*quiet {
 		cfg.Log = stderr
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: -cpuprofile: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintf(stderr, "bench: -cpuprofile: %v\n", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
