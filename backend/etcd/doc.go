@@ -81,7 +81,11 @@
 // expired while it waited gets ErrSessionLost, never a Term.
 //
 // While a candidacy lasts its lease is renewed every third of the lease
-// window with KeepAliveOnce, each renewal timed from its send; while
+// window, each renewal a keepalive request timed from its own send, on one
+// LeaseKeepAlive stream per client shared by all its leases (etcd answers
+// a stream's requests in order, so each reply is matched to its request;
+// a renewal without a reply in time breaks the stream, and the next one
+// opens another, perhaps to another member); while
 // leading, each goes through the renewal hooks and the lease clock. A
 // failed renewal is retried every 50 ms until the deadline ends the Term
 // (ErrLeaseExpired); a lease etcd no longer knows ends it at once
@@ -142,15 +146,13 @@
 // left out, so a retry is never silent.
 //
 // An invalid (stale) auth token is retried, not final. A client with a
-// user name and password logs in again for every stream it opens, and
-// each lease renewal is a stream of its own (KeepAliveOnce): a login (a
-// bcrypt check and a Raft write) per renewal. The renewal can then reach
-// a member that has not applied that login yet, which answers "invalid
-// auth token"; the renewal is sent again at once (up to three times, its
-// deadline still counting from the first send). Electors that share a
-// Session share its renewals, and so its logins; a client authenticated
-// by its TLS certificate (etcd's --client-cert-auth, no password) logs in
-// never.
+// user name and password logs in again (a bcrypt check and a Raft write)
+// for every stream it opens — each watch, and each renewal stream, which
+// is why renewals share one — and a request can then reach a member that
+// has not applied that login yet, which answers "invalid auth token". A
+// renewal that meets it is sent again at once (up to three times, its
+// deadline still counting from the first send); other requests are
+// retried as any other error is.
 //
 // Campaign and Resign return within 100 ms of their ctx ending whatever
 // the store does: what they leave to release (keys, a lease) is tried for

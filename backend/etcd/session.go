@@ -321,7 +321,7 @@ func (s *Session) send(r *renewal) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, max(s.interval, retryDelay))
 	for attempt := 1; ; attempt++ {
-		_, r.err = s.cli.KeepAliveOnce(ctx, s.lease)
+		_, r.err = keeperOf(s.cli).keepAlive(ctx, s.lease)
 		if r.err == nil || !staleToken(r.err) || attempt == tokenAttempts {
 			break
 		}
