@@ -179,6 +179,7 @@ func (e *Elector) look(ctx context.Context, c *candidacy, from string, floor int
 // rangeWatch is a candidacy's watch on [its key, end).
 type rangeWatch struct {
 	end     string
+	skip    string // a key of the range whose changes do not concern c, or ""
 	ch      clientv3.WatchChan
 	cancel  context.CancelFunc
 	created bool
@@ -232,12 +233,17 @@ func (f *follower) closeWatch() {
 // watch makes the watch cover [c's key, end) from rev on, keeping the one
 // it has if it covers that range already.
 func (f *follower) watch(end string, rev int64) {
-	if f.w != nil && f.w.end == end {
+	f.watchSkipping(end, "", rev)
+}
+
+// watchSkipping is watch, with the changes of key skip ignored.
+func (f *follower) watchSkipping(end, skip string, rev int64) {
+	if f.w != nil && f.w.end == end && f.w.skip == skip {
 		return
 	}
 	f.closeWatch()
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(f.c.ctx))
-	f.w = &rangeWatch{end: end, cancel: cancel,
+	f.w = &rangeWatch{end: end, skip: skip, cancel: cancel,
 		ch: f.e.cli.Watch(ctx, f.c.key, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithCreatedNotify())}
 }
 
@@ -307,11 +313,20 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 		poll := time.Duration(0)
 		switch {
 		case len(v.above) > 0:
-			end := after(string(v.above[0].Key))
-			if len(v.above) == 1 && v.last || v.leader != nil && record.Key(v.leader.Value) == string(v.above[0].Key) {
+			end, skip := after(string(v.above[0].Key)), ""
+			leads := v.leader != nil && record.Key(v.leader.Value) == string(v.above[0].Key)
+			switch {
+			case leads && len(v.above) > 1 && v.above[1].Lease != 0:
+				// The key ahead is the leader's, with a waiter above it: a
+				// candidate that queued beside the leader as it led from
+				// its create (the same arrival) sorts ahead. That waiter,
+				// not the leader, is next before c: the leader's going is
+				// its (or the head's) to act on, not c's.
+				end, skip = after(string(v.above[1].Key)), string(v.above[0].Key)
+			case len(v.above) == 1 && v.last || leads:
 				end = after(e.lay.leader) // the key ahead heads the queue (or leads): its leader key too
 			}
-			f.watch(end, v.rev+1)
+			f.watchSkipping(end, skip, v.rev+1)
 		case v.old != nil:
 			f.warn(v.old, "a candidate key of the previous key layout may lead this election; waiting until it is gone")
 			f.watch(after(e.lay.leader), v.rev+1)
@@ -396,6 +411,9 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 						return false, err
 					}
 					f.touched, changed = true, true // a hand-over to c, most likely
+					continue
+				}
+				if string(kv.Key) == f.w.skip {
 					continue
 				}
 				if ev.Type == clientv3.EventTypePut && kv.CreateRevision != kv.ModRevision && kv.Lease != 0 {

@@ -2,14 +2,17 @@ package etcdsuite_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -88,6 +91,27 @@ func keys(t *testing.T, cli *clientv3.Client, prefix string) []string {
 // queue returns the queue keys of the election name, oldest first.
 func queue(t *testing.T, cli *clientv3.Client, name string) []string {
 	return keys(t, cli, name+"/_c/")
+}
+
+// queueOrder returns the IDs of the election's queued candidates, in the
+// queue's order (the head first: the largest key).
+func queueOrder(t *testing.T, cli *clientv3.Client, name string) []string {
+	t.Helper()
+	resp, err := cli.Get(ctxT(t), name+"/_c/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, kv := range resp.Kvs {
+		var rec struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(kv.Value, &rec); err != nil {
+			t.Fatalf("queue key %s: %v", kv.Key, err)
+		}
+		ids = append(ids, rec.ID)
+	}
+	return ids
 }
 
 // waitQueue waits until the election name has n candidates queued.
@@ -377,6 +401,70 @@ func TestHandoverWakesOnlyTheNext(t *testing.T) {
 	}
 	if got, want := reads(), int64(n-1); got != want {
 		t.Errorf("%d handovers cost %d queue requests in all, want %d (one each)", n-1, got, want)
+	}
+}
+
+// A waiter whose key sorts just behind the leader's, with another waiter
+// above the leader's (as candidates that queue at the same arrival as the
+// first one, which leads from its create, do), sleeps through the
+// leader's going: the waiter above is next, and the one behind is woken
+// only when that one goes. Here the waiter above is another process's
+// candidate that never claims (a key written through the store's API);
+// the waiter behind leads once its lease is revoked, at the cost of one
+// request, its claim.
+func TestWaiterBehindTheLeaderSleeps(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	ctx := ctxT(t)
+	a := newElector(t, newClient(t, eps), "/behind", "a")
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aKey := waitQueue(t, admin, "/behind", 1)[0]
+	// The other candidate's key: a's priority and arrival, a lease that
+	// sorts above a's.
+	const otherLease = 0x7fffffffffffff00
+	if _, err := pb.NewLeaseClient(admin.ActiveConnection()).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: otherLease, TTL: 60}); err != nil {
+		t.Fatal(err)
+	}
+	i := strings.LastIndex(aKey, "/") + 1 + 32
+	otherKey := aKey[:i] + fmt.Sprintf("-%016x-%08x", otherLease, 1)
+	if _, err := admin.Put(ctx, otherKey, `{"v":1,"id":"other","priority":0}`, clientv3.WithLease(otherLease)); err != nil {
+		t.Fatal(err)
+	}
+	c := newElector(t, newClient(t, eps), "/behind", "c")
+	rc := campaignAsync(ctx, c)
+	waitQueue(t, admin, "/behind", 3)
+	if got, want := queueOrder(t, admin, "/behind"), []string{"other", "a", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("queue order %v, want %v", got, want)
+	}
+	for deadline := time.Now().Add(patience); !probeSettled(c); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("c never settled on a watch")
+		}
+	}
+	before := probeReads(c)
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ta.Done():
+	case <-time.After(patience):
+		t.Fatal("a's Term did not end at its resign")
+	}
+	if _, err := admin.Revoke(ctx, otherLease); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rc)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.t.Token() <= ta.Token() {
+		t.Fatalf("c's token %d not above a's %d", r.t.Token(), ta.Token())
+	}
+	if got := probeReads(c) - before; got != 1 {
+		t.Errorf("c made %d queue requests from a's resign to its lead, want 1 (its claim)", got)
 	}
 }
 
