@@ -299,7 +299,8 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 			return nil, err
 		}
 	}
-	c := &candidacy{s: s, key: e.lay.queueKey(e.o.Priority, seq, s.lease, s.nonce.Add(1)),
+	nonce := s.nonce.Add(1)
+	c := &candidacy{s: s, key: e.lay.queueKey(e.o.Priority, seq, s.lease, nonce),
 		stop: make(chan struct{}), lost: make(chan struct{}), elected: make(chan struct{})}
 	c.leaderRec = string(record.EncodeLeader(e.o, e.o.Value, c.key))
 	c.leader = election.Leader{ID: e.o.ID, Value: e.o.Value, Priority: e.o.Priority}
@@ -320,22 +321,36 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	// the create so that the first candidate leads in one write. It is
 	// tried only while the session's last confirmed renewal is fresh
 	// enough for a claim; the Term counts from that renewal's send time.
-	from := after(c.key)
-	near := e.nearOps(c, from)
+	//
+	// A leader key created after the arrival read fails the create (the
+	// arrival is read again): a leader whose own arrival read came at the
+	// same revision, and whose create took the leader key, would sort
+	// behind the new key, and the waiter just behind the leader's key
+	// would then be woken by its going as well as the head.
 	sent, lead := s.fresh(e.o.Window())
-	then := append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, near...)
-	if lead {
-		put := e.leaderPut(c)
-		then = append(then, clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0)},
-			[]clientv3.Op{e.lay.nested(from, func() []clientv3.Op { return []clientv3.Op{put} }, func(string, string) []clientv3.Op { return nil })},
-			nil))
+	var from string
+	var near, then []clientv3.Op
+	arrive := func(at int64) {
+		seq = at
+		c.key = e.lay.queueKey(e.o.Priority, seq, s.lease, nonce)
+		c.leaderRec = string(record.EncodeLeader(e.o, e.o.Value, c.key))
+		from = after(c.key)
+		near = e.nearOps(c, from)
+		then = append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, near...)
+		if lead {
+			put := e.leaderPut(c)
+			then = append(then, clientv3.OpTxn(
+				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0)},
+				[]clientv3.Op{e.lay.nested(from, func() []clientv3.Op { return []clientv3.Op{put} }, func(string, string) []clientv3.Op { return nil })},
+				nil))
+		}
 	}
+	arrive(seq)
 	var v *view
 	token := int64(0)
 	for {
 		resp, err := e.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0)).
+			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "<", seq+1)).
 			Then(then...).
 			Else(near...).
 			Commit()
@@ -351,8 +366,14 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 			}
 			break
 		}
-		if err == nil { // the key exists: an earlier try of this create whose reply was lost, or not ours
+		if err == nil {
 			v = e.nearView(resp.Header.Revision, resp.Responses, from)
+			if v.own == nil && v.leader != nil && v.leader.CreateRevision > seq {
+				arrive(resp.Header.Revision) // a leader since the arrival read: arrive again
+				continue
+			}
+			// The key exists: an earlier try of this create whose reply
+			// was lost, or not ours.
 			if v.own == nil || v.own.Lease != int64(s.lease) {
 				err = fmt.Errorf("key %s already exists under another lease", c.key)
 				v = nil
