@@ -369,3 +369,50 @@ func TestAuthOnClusterRenewals(t *testing.T) {
 		prev = r.t
 	}
 }
+
+// A client's lease renewals share one stream, to one member: when that
+// member stops, the stream breaks and the next renewal opens another, to a
+// member that runs. Each member is stopped in turn (a quorum stays up),
+// and the leader's Term outlives all three, renewed after each stop.
+func TestRenewalsMoveOffAStoppedMember(t *testing.T) {
+	t.Parallel() // mostly waiting on renewals and member restarts
+	c := etcdtest.NewCluster(t, 3, embedetcd.Config{})
+	ms := c.Members()
+	direct := []string{ms[0].ClientURL, ms[1].ClientURL, ms[2].ClientURL} // a stopped member closes its connections
+	ctx, cancel := context.WithTimeout(context.Background(), 6*patience)
+	defer cancel()
+	renewed := make(chan election.Renewal, 64)
+	a := newElector(t, etcdtest.Client(t, direct), "/moveoff", "a", election.WithTTL(6*time.Second),
+		election.WithAfterRenew(func(r election.Renewal) {
+			select {
+			case renewed <- r:
+			default:
+			}
+		}))
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range ms {
+		m.Stop()
+		stopped := time.Now()
+		for ok := 0; ok < 2; {
+			select {
+			case r := <-renewed:
+				if r.Err == nil && r.Sent.After(stopped) {
+					ok++
+				}
+			case <-ta.Done():
+				t.Fatalf("the Term ended with member %d stopped: %v", i, ta.Err())
+			case <-ctx.Done():
+				t.Fatalf("no two renewals with member %d stopped", i)
+			}
+		}
+		if err := m.Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ta.Err(); err != nil {
+		t.Fatalf("the Term ended: %v", err)
+	}
+}
