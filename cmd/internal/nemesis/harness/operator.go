@@ -65,6 +65,16 @@ func (r *run) operator(ctx context.Context) error {
 	if p != nil {
 		defer r.releaseSettled(p)
 	}
+	// The leader may have been killed, or have lost its leadership, while
+	// the operator waited for it to settle: a killed leader's key is a
+	// dead process's, whose Term stays valid until its deadline (no one
+	// is left to hear of the key's going), and a new leader has not
+	// settled. (A seed-25 run let the operator put the key of a leader
+	// killed 894 ms before again without its lease; its successor led
+	// 465 ms before the dead leader's deadline.)
+	if ev, ok := r.reg.Leader(); !ok || ev.Candidate != leader || r.wasKilled(leader) {
+		return errBusy
+	}
 	start := mono.Now()
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	what, undo, err := r.st.operator(octx, r.pickOf(ctx), leader)
