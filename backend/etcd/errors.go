@@ -38,15 +38,11 @@ var finalErrors = []error{
 	rpctypes.ErrRequestTooLarge, rpctypes.ErrTooManyOps, rpctypes.ErrGRPCNotCapable,
 }
 
-// tokenAttempts bounds the attempts of one lease renewal that meet a
-// stale token (see staleToken).
-const tokenAttempts = 3
-
 // staleToken reports whether err says the request's auth token is not (or
 // not yet, or no longer) known to the member that served it. It is
 // retried, never final: clientv3 logs in again for the next request (for
-// every stream it opens, and for a unary request that met it), and a
-// member that had not applied a new login yet soon has. A password that
+// every stream it opens, such as a watch, and for a unary request that met
+// it), and a member that had not applied a new login yet soon has. A password that
 // no longer logs in fails the login itself, with ErrAuthFailed: final.
 func staleToken(err error) bool {
 	return errors.Is(err, rpctypes.ErrInvalidAuthToken) || errors.Is(err, rpctypes.ErrAuthOldRevision)

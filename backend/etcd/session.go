@@ -320,18 +320,7 @@ func (s *Session) send(r *renewal) {
 	r.sent = clock.Now()
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, max(s.interval, retryDelay))
-	for attempt := 1; ; attempt++ {
-		_, r.err = keeperOf(s.cli).keepAlive(ctx, s.lease)
-		if r.err == nil || !staleToken(r.err) || attempt == tokenAttempts {
-			break
-		}
-		// clientv3 logs in for every stream it opens, and the renewal
-		// went to a member that has not applied that login yet: again,
-		// a moment later (the deadline still counts from r.sent).
-		if !clock.Sleep(ctx, min(retryDelay, s.interval/10)) {
-			break
-		}
-	}
+	_, r.err = keeperOf(s.cli).keepAlive(ctx, s.lease)
 	cancel()
 	switch {
 	case r.err == nil:
