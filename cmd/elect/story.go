@@ -21,8 +21,12 @@ type demoCand struct {
 	e        election.Elector // as the backend returned it
 	silent   atomic.Bool      // crashed: its Campaign calls are not narrated
 	errShown atomic.Bool      // one failed Campaign was narrated since it was last up
-	cancel   context.CancelFunc
-	done     chan error // Run's result
+	// hold is locked while the story crashes this candidate: its
+	// OnDemoted, which a backend may call as soon as the crash cuts its
+	// link, waits for the crash line, so the story reads in order.
+	hold   sync.Mutex
+	cancel context.CancelFunc
+	done   chan error // Run's result
 }
 
 // narrated is the Elector that Run gets: it narrates each Campaign call.
@@ -173,12 +177,15 @@ func (s *story) play(ctx context.Context, ids []string) error {
 	mark = n.mark()
 	victim.silent.Store(true)
 	n.setDown(victim.id, true)
+	victim.hold.Lock()
 	if err := s.be.Crash(victim.e); err != nil {
+		victim.hold.Unlock()
 		return fmt.Errorf("%s: crash: %w", victim.id, err)
 	}
 	// Read once it is down: no renewal can move the deadline any more.
 	deadline := next.term.Deadline()
 	crash := n.record(demoEvent{who: victim.id, kind: evCrash, detail: fmt.Sprintf("no Resign: its lease is valid until %s, and nobody else may lead before", n.stamp(deadline))})
+	victim.hold.Unlock()
 	after, err := n.waitEvent(ctx, s.limit, mark, "leader after the crash", func(ev demoEvent) bool {
 		return ev.kind == evElected && ev.token != next.token
 	})
@@ -329,6 +336,8 @@ func (s *story) startRun(ctx context.Context, c *demoCand) {
 				detail: fmt.Sprintf("token %d, lease valid until %s (OnElected)", t.Token(), n.stamp(t.Deadline()))})
 		},
 		OnDemoted: func(t *election.Term) {
+			c.hold.Lock()
+			defer c.hold.Unlock()
 			n.record(demoEvent{who: c.id, kind: evDemoted, token: t.Token(),
 				detail: fmt.Sprintf("token %d is over: %s (OnDemoted)", t.Token(), why(t.Err()))})
 		},
