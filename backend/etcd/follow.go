@@ -89,7 +89,7 @@ func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []client
 func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpGet(c.key, clientv3.WithKeysOnly()),
-		clientv3.OpGet(from, clientv3.WithRange(e.lay.windows(from)[0]), clientv3.WithLimit(2), clientv3.WithKeysOnly()),
+		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(2), clientv3.WithKeysOnly()),
 		clientv3.OpGet(e.lay.leader),
 		clientv3.OpGet(e.lay.transfer),
 	}
@@ -99,7 +99,7 @@ func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
 // of the first window only: empty, it says nothing of the windows beyond
 // unless the first is the last.
 func (e *Elector) nearView(rev int64, rs []*pb.ResponseOp, from string) *view {
-	v := &view{rev: rev, last: e.lay.windows(from)[0] == e.lay.queueEnd}
+	v := &view{rev: rev, last: e.lay.firstWindow(from) == e.lay.queueEnd}
 	if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		v.own = kvs[0]
 	}
@@ -183,6 +183,36 @@ type rangeWatch struct {
 	ch      clientv3.WatchChan
 	cancel  context.CancelFunc
 	created bool
+	// ahead, when the range ends just past the key ahead of c (not at the
+	// leader key): the candidates' keys in the range, which the watch's
+	// events keep up to date. A candidate queued between c and the key
+	// ahead (one that read the same arrival, or of higher priority) joins
+	// it without waking c, and c wakes when the last of them has gone: in
+	// a queue filling up, the one just ahead changes often and c need not
+	// read the queue and watch again each time.
+	ahead map[string]bool
+}
+
+// stillAhead applies ev to w.ahead and reports whether it leaves c
+// waiting as before: a candidate's key created in the range, or one of
+// several keys ahead deleted. Anything else wakes c, as before.
+func (w *rangeWatch) stillAhead(lay layout, ev *clientv3.Event) bool {
+	if w.ahead == nil {
+		return false
+	}
+	kv := ev.Kv
+	k := string(kv.Key)
+	switch {
+	case ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && kv.Lease != 0:
+		if lease, err := lay.queueLease(k); err == nil && lease == kv.Lease {
+			w.ahead[k] = true
+			return true
+		}
+	case ev.Type == clientv3.EventTypeDelete && w.ahead[k] && len(w.ahead) > 1:
+		delete(w.ahead, k)
+		return true
+	}
+	return false
 }
 
 // follower is the state of a candidacy's goroutine.
@@ -313,8 +343,9 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 		poll := time.Duration(0)
 		switch {
 		case len(v.above) > 0:
-			end, skip := after(string(v.above[0].Key)), ""
-			leads := v.leader != nil && record.Key(v.leader.Value) == string(v.above[0].Key)
+			ahead, skip := string(v.above[0].Key), ""
+			end := after(ahead)
+			leads := v.leader != nil && record.Key(v.leader.Value) == ahead
 			switch {
 			case leads && len(v.above) > 1 && v.above[1].Lease != 0:
 				// The key ahead is the leader's, with a waiter above it: a
@@ -322,11 +353,16 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 				// its create (the same arrival) sorts ahead. That waiter,
 				// not the leader, is next before c: the leader's going is
 				// its (or the head's) to act on, not c's.
-				end, skip = after(string(v.above[1].Key)), string(v.above[0].Key)
+				ahead, skip = string(v.above[1].Key), ahead
+				end = after(ahead)
 			case len(v.above) == 1 && v.last || leads:
-				end = after(e.lay.leader) // the key ahead heads the queue (or leads): its leader key too
+				ahead, end = "", after(e.lay.leader) // the key ahead heads the queue (or leads): its leader key too
 			}
 			f.watchSkipping(end, skip, v.rev+1)
+			f.w.ahead = nil
+			if ahead != "" {
+				f.w.ahead = map[string]bool{ahead: true}
+			}
 		case v.old != nil:
 			f.warn(v.old, "a candidate key of the previous key layout may lead this election; waiting until it is gone")
 			f.watch(after(e.lay.leader), v.rev+1)
@@ -418,6 +454,9 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 				}
 				if ev.Type == clientv3.EventTypePut && kv.CreateRevision != kv.ModRevision && kv.Lease != 0 {
 					continue // a key put again under its lease: the order is the same
+				}
+				if f.w.stillAhead(f.e.lay, ev) {
+					continue
 				}
 				changed = true
 				if ev.Type == clientv3.EventTypeDelete {

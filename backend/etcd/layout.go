@@ -241,6 +241,17 @@ var windowBits = func() []int {
 // "\x00"), the last being the queue's end. A key whose name does not carry
 // a rank gets the one window up to the queue's end.
 func (l layout) windows(from string) []string {
+	return l.windowEnds(from, len(windowBits))
+}
+
+// firstWindow returns windows(from)[0], the end of the first window.
+func (l layout) firstWindow(from string) string {
+	return l.windowEnds(from, 1)[0]
+}
+
+// windowEnds returns the ends of the first n windows above from that end
+// before the queue's end, then the queue's end.
+func (l layout) windowEnds(from string, n int) []string {
 	s, ok := strings.CutPrefix(from, l.queue)
 	if !ok || len(s) < 32 {
 		return []string{l.queueEnd}
@@ -251,7 +262,7 @@ func (l layout) windows(from string) []string {
 		return []string{l.queueEnd}
 	}
 	var ends []string
-	for _, b := range windowBits {
+	for _, b := range windowBits[:n] {
 		// rank + 2^b, as 128 bits (hi, lo); stop at overflow.
 		h, lw := hi, lo
 		if b < 64 {

@@ -92,6 +92,9 @@ func TestWindowsAboveAKey(t *testing.T) {
 		if len(ends) == 0 || ends[len(ends)-1] != l.queueEnd || len(ends) > 1+len(windowBits) {
 			t.Fatalf("windows(%q) = %q: want at most %d ends, the last the queue's end", k, ends, 1+len(windowBits))
 		}
+		if got := l.firstWindow(from); got != ends[0] {
+			t.Fatalf("firstWindow(%q) = %q, want windows' first, %q", k, got, ends[0])
+		}
 		lo := from
 		for _, hi := range ends {
 			if hi <= lo {

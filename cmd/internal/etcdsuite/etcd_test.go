@@ -468,6 +468,74 @@ func TestWaiterBehindTheLeaderSleeps(t *testing.T) {
 	}
 }
 
+// TestWaiterSleepsThroughArrivalsAhead: a candidate queued between a
+// waiter and the key ahead of it (one that read the same arrival, or of
+// higher priority), and the key ahead going while that one stays, do not
+// wake the waiter; it wakes when the last key ahead of it has gone, and
+// then leads with one request (its claim). In a queue filling up, the key
+// just ahead of a waiter changes often.
+func TestWaiterSleepsThroughArrivalsAhead(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	ctx := ctxT(t)
+	a := newElector(t, newClient(t, eps), "/arrivals", "a")
+	if _, err := a.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	settled := func(e *etcd.Elector, id string) {
+		t.Helper()
+		for deadline := time.Now().Add(patience); !probeSettled(e); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never settled on a watch", id)
+			}
+		}
+	}
+	b := newElector(t, newClient(t, eps), "/arrivals", "b")
+	campaignAsync(ctx, b)
+	waitQueue(t, admin, "/arrivals", 2)
+	settled(b, "b")
+	c := newElector(t, newClient(t, eps), "/arrivals", "c")
+	rc := campaignAsync(ctx, c)
+	cKey := waitQueue(t, admin, "/arrivals", 3)[2]
+	settled(c, "c")
+	before := probeReads(c)
+
+	// Another process's key with c's arrival and a lease that sorts above
+	// c's: between c and b.
+	i := strings.LastIndex(cKey, "/") + 1 + 32
+	var cLease uint64
+	if _, err := fmt.Sscanf(cKey[i+1:i+17], "%x", &cLease); err != nil || cLease >= math.MaxInt64 {
+		t.Fatalf("c's key %s: lease %x, %v", cKey, cLease, err)
+	}
+	xLease := int64(cLease + 1)
+	if _, err := pb.NewLeaseClient(admin.ActiveConnection()).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: xLease, TTL: 60}); err != nil {
+		t.Fatal(err)
+	}
+	xKey := cKey[:i] + fmt.Sprintf("-%016x-%08x", xLease, 1)
+	if _, err := admin.Put(ctx, xKey, `{"v":1,"id":"x","priority":0}`, clientv3.WithLease(clientv3.LeaseID(xLease))); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := queueOrder(t, admin, "/arrivals"), []string{"a", "b", "x", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("queue order %v, want %v", got, want)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitQueue(t, admin, "/arrivals", 2)
+	if _, err := admin.Revoke(ctx, clientv3.LeaseID(xLease)); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, rc); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got := probeReads(c) - before; got != 1 {
+		t.Errorf("c made %d queue requests from x's arrival to its lead, want 1 (its claim)", got)
+	}
+}
+
 // LeaderCmp fences a transaction to the Term; Proclaim updates the leader's
 // Value for observers; both refuse once the Term is over.
 func TestLeaderCmpAndProclaim(t *testing.T) {
