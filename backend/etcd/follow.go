@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -190,7 +191,7 @@ type rangeWatch struct {
 	// it without waking c, and c wakes when the last of them has gone: in
 	// a queue filling up, the one just ahead changes often and c need not
 	// read the queue and watch again each time.
-	ahead map[string]bool
+	ahead []string
 }
 
 // stillAhead applies ev to w.ahead and reports whether it leaves c
@@ -202,14 +203,17 @@ func (w *rangeWatch) stillAhead(lay layout, ev *clientv3.Event) bool {
 	}
 	kv := ev.Kv
 	k := string(kv.Key)
+	i := slices.Index(w.ahead, k)
 	switch {
 	case ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && kv.Lease != 0:
 		if lease, err := lay.queueLease(k); err == nil && lease == kv.Lease {
-			w.ahead[k] = true
+			if i < 0 {
+				w.ahead = append(w.ahead, k)
+			}
 			return true
 		}
-	case ev.Type == clientv3.EventTypeDelete && w.ahead[k] && len(w.ahead) > 1:
-		delete(w.ahead, k)
+	case ev.Type == clientv3.EventTypeDelete && i >= 0 && len(w.ahead) > 1:
+		w.ahead = slices.Delete(w.ahead, i, i+1)
 		return true
 	}
 	return false
@@ -361,7 +365,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 			f.watchSkipping(end, skip, v.rev+1)
 			f.w.ahead = nil
 			if ahead != "" {
-				f.w.ahead = map[string]bool{ahead: true}
+				f.w.ahead = []string{ahead}
 			}
 		case v.old != nil:
 			f.warn(v.old, "a candidate key of the previous key layout may lead this election; waiting until it is gone")
