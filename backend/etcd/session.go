@@ -49,16 +49,18 @@ type Session struct {
 	nonce    atomic.Uint32 // numbers the queue keys written under the lease
 	retries  lograte.Limiter
 
-	ctx    context.Context // canceled when the session ends
+	ctx    context.Context // canceled when the session ends, or its life does
 	cancel context.CancelFunc
+	unlife func() bool // stops lifeOver once the session has ended
 	done   chan struct{}
 	wg     *sync.WaitGroup // the session's goroutines (a private session's are its Elector's)
 
 	mu      sync.Mutex
-	err     error     // why it ended; nil while it lasts
-	renewed time.Time // send time of the last renewal etcd confirmed (or of the grant)
-	next    *renewal  // the renewal that has not been sent yet
-	tick    chan struct{}
+	err     error         // why it ended; nil while it lasts
+	renewed time.Time     // send time of the last renewal etcd confirmed (or of the grant)
+	next    *renewal      // the renewal that has not been sent yet
+	tick    chan struct{} // closed at the next renewal tick
+	timer   *time.Timer   // the next renewal tick; nil once the ticks ended
 	members map[*candidacy]func(error)
 }
 
@@ -124,9 +126,11 @@ func grantSession(ctx, life context.Context, cli *clientv3.Client, o election.Op
 			}
 			return nil, 0, err
 		}
-		s.ctx, s.cancel = context.WithCancel(life)
-		s.wg.Add(1)
-		go s.loop()
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		if life.Done() != nil {
+			s.unlife = context.AfterFunc(life, s.lifeOver)
+		}
+		s.tickLater()
 		return s, rev, nil
 	}
 }
@@ -184,8 +188,12 @@ func (s *Session) end(cause error) bool {
 	members := s.members
 	s.members = nil
 	close(s.done)
+	s.stopTicks()
 	s.mu.Unlock()
 	s.cancel()
+	if s.unlife != nil {
+		s.unlife()
+	}
 	for _, lose := range members {
 		lose(cause)
 	}
@@ -200,9 +208,13 @@ func (s *Session) stop() {
 		s.err = fmt.Errorf("%w: the candidacy ended", election.ErrClosed)
 		s.members = nil
 		close(s.done)
+		s.stopTicks()
 	}
 	s.mu.Unlock()
 	s.cancel()
+	if s.unlife != nil {
+		s.unlife()
+	}
 }
 
 // join makes c a member: lose is called if the session is lost. It fails
@@ -251,34 +263,70 @@ func (s *Session) ticks() <-chan struct{} {
 	return s.tick
 }
 
-// loop renews the lease every interval, and wakes the leaders to renew
-// with it.
-func (s *Session) loop() {
-	defer s.wg.Done()
-	tm := time.NewTimer(s.interval)
-	defer tm.Stop()
-	for {
-		select {
-		case <-s.ctx.Done():
-			return
-		case <-tm.C:
+// tickLater arms the first renewal tick. The ticks are a timer, not a
+// goroutine of their own: an Elector without a shared Session has a
+// session per candidacy, and a process may hold thousands of them. s.wg
+// counts the ticks as one while the timer is armed or its tick runs.
+func (s *Session) tickLater() {
+	s.wg.Add(1)
+	s.mu.Lock()
+	s.timer = time.AfterFunc(s.interval, s.tickNow)
+	s.mu.Unlock()
+}
+
+// tickNow wakes the leaders to renew with the session, renews the lease,
+// and arms the next tick, every interval (retryDelay after a failed
+// renewal) until the session ends.
+func (s *Session) tickNow() {
+	s.mu.Lock()
+	if s.err != nil || s.ctx.Err() != nil {
+		s.ticksDone()
+		return
+	}
+	close(s.tick)
+	s.tick = make(chan struct{})
+	s.mu.Unlock()
+	next := s.interval
+	if _, err := s.renew(s.ctx); err != nil && s.ctx.Err() == nil {
+		n, ok := s.retries.Allow(time.Now(), retryLogEvery)
+		if ok {
+			s.log.Warn("etcd election: renewing the session lease failed; retrying", "lease", fmt.Sprintf("%016x", uint64(s.lease)), "err", err, "not_logged_since_last", n)
 		}
-		s.mu.Lock()
-		close(s.tick)
-		s.tick = make(chan struct{})
-		s.mu.Unlock()
-		next := s.interval
-		if _, err := s.renew(s.ctx); err != nil {
-			if s.ctx.Err() != nil {
-				return
-			}
-			n, ok := s.retries.Allow(time.Now(), retryLogEvery)
-			if ok {
-				s.log.Warn("etcd election: renewing the session lease failed; retrying", "lease", fmt.Sprintf("%016x", uint64(s.lease)), "err", err, "not_logged_since_last", n)
-			}
-			next = retryDelay
-		}
-		tm.Reset(next)
+		next = retryDelay
+	}
+	s.mu.Lock()
+	if s.err != nil || s.ctx.Err() != nil {
+		s.ticksDone()
+		return
+	}
+	s.timer.Reset(next)
+	s.mu.Unlock()
+}
+
+// ticksDone ends the ticks from their own callback; s.mu is held, and
+// released.
+func (s *Session) ticksDone() {
+	s.timer = nil
+	s.mu.Unlock()
+	s.wg.Done()
+}
+
+// lifeOver ends the renewals when the session's life ends (a private
+// session's Elector closes) before the session does.
+func (s *Session) lifeOver() {
+	s.cancel()
+	s.mu.Lock()
+	s.stopTicks()
+	s.mu.Unlock()
+}
+
+// stopTicks stops the ticks once the session has ended (s.err is set) or
+// its context is canceled; s.mu is held. A tick that has fired already
+// ends them itself.
+func (s *Session) stopTicks() {
+	if s.timer != nil && s.timer.Stop() {
+		s.timer = nil
+		s.wg.Done()
 	}
 }
 
