@@ -276,23 +276,48 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		}
 		return nil
 	}
-	s, seq := e.sess, int64(0)
-	for s == nil {
-		ps, rev, err := grantSession(ctx, e.bg, e.cli, e.o, true, &e.wg)
-		if err == nil {
-			s, seq = ps, rev
-			break
+	// The arrival order: the store's revision now (a candidate queued
+	// before this read began sorts ahead), read with whether a leader key
+	// exists. With a private lease the read runs beside the grant.
+	readArrival := func() (int64, bool, error) {
+		resp, err := e.cli.Get(ctx, e.lay.leader, clientv3.WithCountOnly())
+		if err != nil {
+			return 0, false, err
 		}
-		if err := retry("granting a lease", err); err != nil {
-			return nil, err
+		return resp.Header.Revision, resp.Count > 0, nil
+	}
+	s, seq, led := e.sess, int64(0), false
+	if s == nil {
+		type arrival struct {
+			rev int64
+			led bool
+			err error
+		}
+		read := make(chan arrival, 1)
+		go func() {
+			rev, led, err := readArrival()
+			read <- arrival{rev, led, err}
+		}()
+		for s == nil {
+			ps, rev, err := grantSession(ctx, e.bg, e.cli, e.o, true, &e.wg)
+			if err == nil {
+				s, seq = ps, rev
+				break
+			}
+			if err := retry("granting a lease", err); err != nil {
+				return nil, err
+			}
+		}
+		// The grant's revision is an arrival too: without the read (it
+		// failed), the create carries a claim, as if no leader were known.
+		if a := <-read; a.err == nil {
+			seq, led = max(seq, a.rev), a.led
 		}
 	}
 	for seq == 0 {
-		// The arrival order: the store's revision now. A candidate queued
-		// before this read began sorts ahead.
-		resp, err := e.cli.Get(ctx, e.lay.leader, clientv3.WithCountOnly())
+		rev, l, err := readArrival()
 		if err == nil {
-			seq = resp.Header.Revision
+			seq, led = rev, l
 			break
 		}
 		if err := retry("reading the store's revision", err); err != nil {
@@ -320,7 +345,11 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	// follower makes it (claim), checked window by window, folded into
 	// the create so that the first candidate leads in one write. It is
 	// tried only while the session's last confirmed renewal is fresh
-	// enough for a claim; the Term counts from that renewal's send time.
+	// enough for a claim (the Term counts from that renewal's send time),
+	// and only if the arrival read found no leader key: the claim's
+	// windows are some 4 KB that every write carries into etcd's log,
+	// which a queue filling up behind a leader does not need. If that
+	// leader goes before the create, the candidacy's goroutine claims.
 	//
 	// A leader key created after the arrival read fails the create (the
 	// arrival is read again): a leader whose own arrival read came at the
@@ -328,6 +357,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	// behind the new key, and the waiter just behind the leader's key
 	// would then be woken by its going as well as the head.
 	sent, lead := s.fresh(e.o.Window())
+	lead = lead && !led
 	var from string
 	var near, then []clientv3.Op
 	arrive := func(at int64) {
@@ -369,6 +399,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		if err == nil {
 			v = e.nearView(resp.Header.Revision, resp.Responses, from)
 			if v.own == nil && v.leader != nil && v.leader.CreateRevision > seq {
+				lead = false
 				arrive(resp.Header.Revision) // a leader since the arrival read: arrive again
 				continue
 			}

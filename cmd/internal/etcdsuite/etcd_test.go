@@ -536,6 +536,51 @@ func TestWaiterSleepsThroughArrivalsAhead(t *testing.T) {
 	}
 }
 
+// TestCreateCarriesNoClaimBehindALeader: the first candidate of an empty
+// election leads from its create, which carries a claim of the leader key
+// (every window above its key, some 4 KB); a candidate that arrives while
+// a leader key exists creates its queue key without one, and claims once
+// the leader goes. In a queue filling up behind a leader, every write
+// would otherwise carry the claim into etcd's log.
+func TestCreateCarriesNoClaimBehindALeader(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	ctx := ctxT(t)
+	claims := func(r *pb.TxnRequest) bool {
+		for _, op := range r.Success {
+			if op.GetRequestTxn() != nil {
+				return true
+			}
+		}
+		return false
+	}
+	var la, lb txnLog
+	a := newElector(t, loggedClient(t, eps, &la), "/noclaim", "a")
+	if _, err := a.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := la.all(); len(reqs) != 1 || !claims(reqs[0]) {
+		t.Fatalf("a, alone, made %d Txn requests to lead (claim in the first: %v), want 1 that claims", len(reqs), len(reqs) > 0 && claims(reqs[0]))
+	}
+	b := newElector(t, loggedClient(t, eps, &lb), "/noclaim", "b")
+	rb := campaignAsync(ctx, b)
+	waitQueue(t, admin, "/noclaim", 2)
+	create := lb.all()[0]
+	if claims(create) {
+		t.Errorf("b's create carries a claim (%d bytes) while a leads", create.Size())
+	}
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if l, err := b.Leader(ctx); err != nil || l.ID != "b" || l.Token != r.t.Token() {
+		t.Fatalf("after a resigned: leader %+v, %v; want b at token %d", l, err, r.t.Token())
+	}
+}
+
 // LeaderCmp fences a transaction to the Term; Proclaim updates the leader's
 // Value for observers; both refuse once the Term is over.
 func TestLeaderCmpAndProclaim(t *testing.T) {

@@ -2,10 +2,13 @@ package etcdsuite_test
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
@@ -123,5 +126,34 @@ func heldClient(t *testing.T, eps []string, holds ...*hold) *clientv3.Client {
 			c.DialOptions = append(c.DialOptions,
 				grpc.WithChainUnaryInterceptor(h.unary), grpc.WithChainStreamInterceptor(h.stream))
 		}
+	})
+}
+
+// txnLog records the Txn requests a client sends.
+type txnLog struct {
+	mu   sync.Mutex
+	reqs []*pb.TxnRequest
+}
+
+func (l *txnLog) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if r, ok := req.(*pb.TxnRequest); ok && method == methodTxn {
+		l.mu.Lock()
+		l.reqs = append(l.reqs, r)
+		l.mu.Unlock()
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (l *txnLog) all() []*pb.TxnRequest {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reqs)
+}
+
+// loggedClient is a client of eps whose Txn requests l records.
+func loggedClient(t *testing.T, eps []string, l *txnLog) *clientv3.Client {
+	t.Helper()
+	return etcdtest.Client(t, eps, func(c *clientv3.Config) {
+		c.DialOptions = append(c.DialOptions, grpc.WithChainUnaryInterceptor(l.unary))
 	})
 }
