@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/electkit/election/bench/internal/conns"
@@ -138,6 +139,41 @@ func makeProcessCandidates(ctx context.Context, procs []peer.Process, name strin
 // per client.
 const sessionsSuffix = ", a Session per client"
 
+// warmGoroutines leaves n goroutine descriptors on the runtime's free
+// list (up to maxWarmGoroutines). The runtime never frees a descriptor
+// (~0.5 KB of heap each): goroutines reuse those of goroutines that have
+// ended. Without this, the first library measured in a process paid for
+// its goroutines' descriptors in its heap growth and the ones after it
+// reused them for free (concurrency.Election alone at N = 10,000: 7.5 KB
+// per candidate; after backend/etcd: 6.0 KB). Warmed, no case pays for
+// them, whichever order the cases run in; goroutines are counted in their
+// own column.
+func warmGoroutines(n int) {
+	n = min(n, maxWarmGoroutines)
+	var started, done sync.WaitGroup
+	release := make(chan struct{})
+	started.Add(n)
+	done.Add(n)
+	for range n {
+		go func() {
+			started.Done()
+			<-release
+			done.Done()
+		}()
+	}
+	started.Wait()
+	close(release)
+	done.Wait()
+}
+
+// maxWarmGoroutines bounds warmGoroutines (their stacks, while they all
+// wait, are a few KB each).
+const maxWarmGoroutines = 200_000
+
+// warmPerCandidate: goroutine descriptors warmed per candidate or
+// election before a heap baseline, above what any library uses.
+const warmPerCandidate = 6
+
 func heapNow() (uint64, int) {
 	runtime.GC()
 	runtime.GC()
@@ -163,6 +199,7 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 			return fmt.Errorf("census: %w", err)
 		}
 	}
+	warmGoroutines(warmPerCandidate * s.N)
 	h0, g0 := heapNow()
 	start, start0 := time.Now(), mono.Now()
 	var cs []peer.Candidate
