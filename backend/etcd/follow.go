@@ -188,9 +188,10 @@ type rangeWatch struct {
 	// leader key): the candidates' keys in the range, which the watch's
 	// events keep up to date. A candidate queued between c and the key
 	// ahead (one that read the same arrival, or of higher priority) joins
-	// it without waking c, and c wakes when the last of them has gone: in
-	// a queue filling up, the one just ahead changes often and c need not
-	// read the queue and watch again each time.
+	// it without waking c: in a queue filling up, the one just ahead
+	// changes often, and c need not read the queue again each time. The
+	// watch then narrows to the new nearest key (narrow), so that only
+	// the going of the key c waits on reaches c.
 	ahead []string
 }
 
@@ -440,12 +441,13 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 				f.w.created = true
 				f.c.waiting.Store(true)
 			}
-			changed := false
+			changed, last := false, int64(0)
 			for _, ev := range wr.Events {
 				kv := ev.Kv
 				if kv.ModRevision <= rev {
 					continue
 				}
+				last = max(last, kv.ModRevision)
 				if string(kv.Key) == f.c.key {
 					if err := f.e.ownEvent(f.c, ev); err != nil {
 						return false, err
@@ -471,8 +473,32 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 			if changed {
 				return deleted, nil
 			}
+			if f.narrow(last) {
+				f.c.waiting.Store(false) // until the new watch is created
+			}
 		}
 	}
+}
+
+// narrow moves the watch's end to just past the nearest key ahead of c
+// once candidates have been queued between c and the key it waited on
+// (their creates, seen up to rev, left it asleep): the range holds again
+// the one key c waits on, and the going of a key further ahead (the
+// leader's, at a handover) no longer reaches c, which is not next. It
+// costs a watch, not a read of the queue. It reports whether it did.
+func (f *follower) narrow(rev int64) bool {
+	w := f.w
+	if w == nil || len(w.ahead) < 2 || rev == 0 {
+		return false
+	}
+	near := slices.Min(w.ahead)
+	skip := w.skip
+	if skip > near {
+		skip = "" // past the new range's end
+	}
+	f.watchSkipping(after(near), skip, rev+1)
+	f.w.ahead = []string{near}
+	return true
 }
 
 // claim creates the leader key if it is absent, c's key is still its own

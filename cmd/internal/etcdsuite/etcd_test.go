@@ -470,10 +470,12 @@ func TestWaiterBehindTheLeaderSleeps(t *testing.T) {
 
 // TestWaiterSleepsThroughArrivalsAhead: a candidate queued between a
 // waiter and the key ahead of it (one that read the same arrival, or of
-// higher priority), and the key ahead going while that one stays, do not
-// wake the waiter; it wakes when the last key ahead of it has gone, and
-// then leads with one request (its claim). In a queue filling up, the key
-// just ahead of a waiter changes often.
+// higher priority) does not wake the waiter into a read; its watch
+// narrows to the new key ahead, so the going of the old one is not even
+// delivered to it (at a handover, only the next candidate hears of it).
+// It wakes when the key just ahead has gone, and then leads with one
+// request (its claim). In a queue filling up, the key just ahead of a
+// waiter changes often.
 func TestWaiterSleepsThroughArrivalsAhead(t *testing.T) {
 	eps := startEtcd(t)
 	admin := newClient(t, eps)
@@ -492,13 +494,15 @@ func TestWaiterSleepsThroughArrivalsAhead(t *testing.T) {
 	}
 	b := newElector(t, newClient(t, eps), "/arrivals", "b")
 	campaignAsync(ctx, b)
-	waitQueue(t, admin, "/arrivals", 2)
+	bKey := waitQueue(t, admin, "/arrivals", 2)[1]
 	settled(b, "b")
-	c := newElector(t, newClient(t, eps), "/arrivals", "c")
+	var wl watchLog
+	c := newElector(t, watchedClient(t, eps, &wl), "/arrivals", "c")
 	rc := campaignAsync(ctx, c)
 	cKey := waitQueue(t, admin, "/arrivals", 3)[2]
 	settled(c, "c")
 	before := probeReads(c)
+	watches, _ := wl.state()
 
 	// Another process's key with c's arrival and a lease that sorts above
 	// c's: between c and b.
@@ -518,6 +522,14 @@ func TestWaiterSleepsThroughArrivalsAhead(t *testing.T) {
 	if got, want := queueOrder(t, admin, "/arrivals"), []string{"a", "b", "x", "c"}; !slices.Equal(got, want) {
 		t.Fatalf("queue order %v, want %v", got, want)
 	}
+	for deadline := time.Now().Add(patience); ; time.Sleep(5 * time.Millisecond) {
+		if n, _ := wl.state(); n > watches {
+			break // c watches up to x now
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("c's watch never narrowed to x, the new key ahead of it")
+		}
+	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -533,6 +545,9 @@ func TestWaiterSleepsThroughArrivalsAhead(t *testing.T) {
 	}
 	if got := probeReads(c) - before; got != 1 {
 		t.Errorf("c made %d queue requests from x's arrival to its lead, want 1 (its claim)", got)
+	}
+	if _, keys := wl.state(); slices.Contains(keys, bKey) {
+		t.Errorf("b's going was delivered to c, which x stood before: events for %q", keys)
 	}
 }
 

@@ -157,3 +157,56 @@ func loggedClient(t *testing.T, eps []string, l *txnLog) *clientv3.Client {
 		c.DialOptions = append(c.DialOptions, grpc.WithChainUnaryInterceptor(l.unary))
 	})
 }
+
+const methodWatch = "/etcdserverpb.Watch/Watch"
+
+// watchLog records what a client's watch streams receive: how many
+// watches were created, and the keys of the events delivered.
+type watchLog struct {
+	mu      sync.Mutex
+	created int
+	keys    []string
+}
+
+func (l *watchLog) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || method != methodWatch {
+		return s, err
+	}
+	return &loggedStream{ClientStream: s, l: l}, nil
+}
+
+type loggedStream struct {
+	grpc.ClientStream
+	l *watchLog
+}
+
+func (s *loggedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if r, ok := m.(*pb.WatchResponse); ok && err == nil {
+		s.l.mu.Lock()
+		if r.Created {
+			s.l.created++
+		}
+		for _, ev := range r.Events {
+			s.l.keys = append(s.l.keys, string(ev.Kv.Key))
+		}
+		s.l.mu.Unlock()
+	}
+	return err
+}
+
+// state returns how many watches were created and the events' keys.
+func (l *watchLog) state() (int, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.created, slices.Clone(l.keys)
+}
+
+// watchedClient is a client of eps whose watch streams l records.
+func watchedClient(t *testing.T, eps []string, l *watchLog) *clientv3.Client {
+	t.Helper()
+	return etcdtest.Client(t, eps, func(c *clientv3.Config) {
+		c.DialOptions = append(c.DialOptions, grpc.WithChainStreamInterceptor(l.stream))
+	})
+}
