@@ -23,8 +23,9 @@
 //
 // Queue keys sort so that the candidate ahead sorts after: higher
 // Priority first, then earlier arrival (the store's revision read just
-// before the key was written; the grant of a candidacy's own lease gives
-// it at no extra cost). "The candidate just ahead" is the smallest key
+// before the key was written, with whether a leader key exists; with a
+// candidacy's own lease the read runs beside the lease's grant). "The
+// candidate just ahead" is the smallest key
 // above one's own, and "anyone ahead" that read coming back empty. etcd
 // v3.6 answers a range by visiting every key of it in its index, even
 // with a limit (to count them), and a range Compare by reading every key
@@ -51,13 +52,17 @@
 // overwrite) and reads the first window above it and the leader key; in
 // an election with no leader key and nothing queued above, the same
 // transaction also creates the leader key (the claim below, folded into
-// the create while the lease's last renewal is fresh), so the first
-// candidate of an empty election leads in one write. Otherwise the
-// candidacy's goroutine waits:
+// the create while the lease's last renewal is fresh, and only if the
+// arrival read found no leader key: the claim's windows are some 4 KB in
+// etcd's log, which a queue filling up behind a leader does without), so
+// the first candidate of an empty election leads in one write. Otherwise
+// the candidacy's goroutine waits:
 //
 //   - with candidates ahead, it watches the range from its own key to the
 //     key just ahead of it — or, when that key heads the queue, to the
-//     leader key;
+//     leader key. A candidate queued in between (the same arrival, or a
+//     higher priority) does not wake it to read the queue: its watch
+//     narrows to the new key ahead;
 //   - at the head of the queue, it watches up to the leader key while
 //     someone else leads;
 //   - at the head with no leader, it creates the leader key, in a
