@@ -473,9 +473,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 			if changed {
 				return deleted, nil
 			}
-			if f.narrow(last) {
-				f.c.waiting.Store(false) // until the new watch is created
-			}
+			f.narrow(last)
 		}
 	}
 }
@@ -485,11 +483,11 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 // (their creates, seen up to rev, left it asleep): the range holds again
 // the one key c waits on, and the going of a key further ahead (the
 // leader's, at a handover) no longer reaches c, which is not next. It
-// costs a watch, not a read of the queue. It reports whether it did.
-func (f *follower) narrow(rev int64) bool {
+// costs a watch, not a read of the queue.
+func (f *follower) narrow(rev int64) {
 	w := f.w
 	if w == nil || len(w.ahead) < 2 || rev == 0 {
-		return false
+		return
 	}
 	near := slices.Min(w.ahead)
 	skip := w.skip
@@ -498,7 +496,7 @@ func (f *follower) narrow(rev int64) bool {
 	}
 	f.watchSkipping(after(near), skip, rev+1)
 	f.w.ahead = []string{near}
-	return true
+	f.c.waiting.Store(false) // until the new watch is created
 }
 
 // claim creates the leader key if it is absent, c's key is still its own

@@ -179,33 +179,27 @@ func (s *Session) Close() error {
 // end ends the session with cause: every member loses its candidacy, the
 // renewals stop. It reports whether this call ended it.
 func (s *Session) end(cause error) bool {
-	s.mu.Lock()
-	if s.err != nil {
-		s.mu.Unlock()
-		return false
-	}
-	s.err = cause
-	members := s.members
-	s.members = nil
-	close(s.done)
-	s.stopTicks()
-	s.mu.Unlock()
-	s.cancel()
-	if s.unlife != nil {
-		s.unlife()
-	}
+	members, ok := s.finish(cause)
 	for _, lose := range members {
 		lose(cause)
 	}
-	return true
+	return ok
 }
 
 // stop ends a private session without touching its members: its
 // candidacy is ending.
 func (s *Session) stop() {
+	s.finish(fmt.Errorf("%w: the candidacy ended", election.ErrClosed))
+}
+
+// finish ends the session with cause unless it has ended already, stops
+// its renewals, and returns the members it had and whether this call
+// ended it.
+func (s *Session) finish(cause error) (map[*candidacy]func(error), bool) {
 	s.mu.Lock()
-	if s.err == nil {
-		s.err = fmt.Errorf("%w: the candidacy ended", election.ErrClosed)
+	members, ok := s.members, s.err == nil
+	if ok {
+		s.err = cause
 		s.members = nil
 		close(s.done)
 		s.stopTicks()
@@ -215,6 +209,7 @@ func (s *Session) stop() {
 	if s.unlife != nil {
 		s.unlife()
 	}
+	return members, ok // an ended session has no members left
 }
 
 // join makes c a member: lose is called if the session is lost. It fails

@@ -150,18 +150,15 @@ const sessionsSuffix = ", a Session per client"
 // own column.
 func warmGoroutines(n int) {
 	n = min(n, maxWarmGoroutines)
-	var started, done sync.WaitGroup
+	var done sync.WaitGroup
 	release := make(chan struct{})
-	started.Add(n)
 	done.Add(n)
-	for range n {
+	for range n { // each go statement takes a descriptor; none ends before release
 		go func() {
-			started.Done()
 			<-release
 			done.Done()
 		}()
 	}
-	started.Wait()
 	close(release)
 	done.Wait()
 }
@@ -170,9 +167,16 @@ func warmGoroutines(n int) {
 // wait, are a few KB each).
 const maxWarmGoroutines = 200_000
 
-// warmPerCandidate: goroutine descriptors warmed per candidate or
-// election before a heap baseline, above what any library uses.
+// warmPerCandidate: goroutine descriptors warmed per candidate before a
+// heap baseline, above what any library uses.
 const warmPerCandidate = 6
+
+// heapBaseline is heapNow before a case of n candidates or elections,
+// with the goroutine descriptors warmed for them.
+func heapBaseline(n int) (uint64, int) {
+	warmGoroutines(warmPerCandidate * n)
+	return heapNow()
+}
 
 func heapNow() (uint64, int) {
 	runtime.GC()
@@ -199,8 +203,7 @@ func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *Scale
 			return fmt.Errorf("census: %w", err)
 		}
 	}
-	warmGoroutines(warmPerCandidate * s.N)
-	h0, g0 := heapNow()
+	h0, g0 := heapBaseline(s.N)
 	start, start0 := time.Now(), mono.Now()
 	var cs []peer.Candidate
 	if sessions {

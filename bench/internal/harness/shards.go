@@ -94,8 +94,7 @@ func (r *run) shards(ctx context.Context) error {
 // registration is not timed).
 func (r *run) shardsOne(ctx context.Context, lib peer.Library, fleet peer.Fleet, t target, endpoints []string, s *ShardsRow) error {
 	n := s.Elections
-	warmGoroutines(warmPerCandidate * shardsProcesses * n)
-	h0, g0 := heapNow()
+	h0, g0 := heapBaseline(shardsProcesses * n)
 	procs := make([]peer.Process, shardsProcesses)
 	for j := range procs {
 		p, err := fleet.NewProcess(ctx, shardsTTL)

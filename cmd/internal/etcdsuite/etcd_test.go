@@ -439,11 +439,7 @@ func TestWaiterBehindTheLeaderSleeps(t *testing.T) {
 	if got, want := queueOrder(t, admin, "/behind"), []string{"other", "a", "c"}; !slices.Equal(got, want) {
 		t.Fatalf("queue order %v, want %v", got, want)
 	}
-	for deadline := time.Now().Add(patience); !probeSettled(c); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("c never settled on a watch")
-		}
-	}
+	awaitSettled(t, c, "c")
 	before := probeReads(c)
 	if err := a.Resign(ctx); err != nil {
 		t.Fatal(err)
@@ -484,23 +480,15 @@ func TestWaiterSleepsThroughArrivalsAhead(t *testing.T) {
 	if _, err := a.Campaign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	settled := func(e *etcd.Elector, id string) {
-		t.Helper()
-		for deadline := time.Now().Add(patience); !probeSettled(e); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s never settled on a watch", id)
-			}
-		}
-	}
 	b := newElector(t, newClient(t, eps), "/arrivals", "b")
 	campaignAsync(ctx, b)
 	bKey := waitQueue(t, admin, "/arrivals", 2)[1]
-	settled(b, "b")
+	awaitSettled(t, b, "b")
 	var wl watchLog
 	c := newElector(t, watchedClient(t, eps, &wl), "/arrivals", "c")
 	rc := campaignAsync(ctx, c)
 	cKey := waitQueue(t, admin, "/arrivals", 3)[2]
-	settled(c, "c")
+	awaitSettled(t, c, "c")
 	before := probeReads(c)
 	watches, _ := wl.state()
 

@@ -118,15 +118,22 @@ func (s *heldStream) RecvMsg(m any) error {
 	return err
 }
 
+// dialClient is a client of eps dialled with extra options (interceptors).
+func dialClient(t *testing.T, eps []string, opts ...grpc.DialOption) *clientv3.Client {
+	t.Helper()
+	return etcdtest.Client(t, eps, func(c *clientv3.Config) {
+		c.DialOptions = append(c.DialOptions, opts...)
+	})
+}
+
 // heldClient is a client of eps whose calls go through the holds.
 func heldClient(t *testing.T, eps []string, holds ...*hold) *clientv3.Client {
 	t.Helper()
-	return etcdtest.Client(t, eps, func(c *clientv3.Config) {
-		for _, h := range holds {
-			c.DialOptions = append(c.DialOptions,
-				grpc.WithChainUnaryInterceptor(h.unary), grpc.WithChainStreamInterceptor(h.stream))
-		}
-	})
+	var opts []grpc.DialOption
+	for _, h := range holds {
+		opts = append(opts, grpc.WithChainUnaryInterceptor(h.unary), grpc.WithChainStreamInterceptor(h.stream))
+	}
+	return dialClient(t, eps, opts...)
 }
 
 // txnLog records the Txn requests a client sends.
@@ -153,9 +160,7 @@ func (l *txnLog) all() []*pb.TxnRequest {
 // loggedClient is a client of eps whose Txn requests l records.
 func loggedClient(t *testing.T, eps []string, l *txnLog) *clientv3.Client {
 	t.Helper()
-	return etcdtest.Client(t, eps, func(c *clientv3.Config) {
-		c.DialOptions = append(c.DialOptions, grpc.WithChainUnaryInterceptor(l.unary))
-	})
+	return dialClient(t, eps, grpc.WithChainUnaryInterceptor(l.unary))
 }
 
 const methodWatch = "/etcdserverpb.Watch/Watch"
@@ -206,7 +211,5 @@ func (l *watchLog) state() (int, []string) {
 // watchedClient is a client of eps whose watch streams l records.
 func watchedClient(t *testing.T, eps []string, l *watchLog) *clientv3.Client {
 	t.Helper()
-	return etcdtest.Client(t, eps, func(c *clientv3.Config) {
-		c.DialOptions = append(c.DialOptions, grpc.WithChainStreamInterceptor(l.stream))
-	})
+	return dialClient(t, eps, grpc.WithChainStreamInterceptor(l.stream))
 }

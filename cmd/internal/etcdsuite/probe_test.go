@@ -1,6 +1,9 @@
 package etcdsuite_test
 
 import (
+	"testing"
+	"time"
+
 	"github.com/electkit/election/backend/etcd"
 	"github.com/electkit/election/internal/probe"
 )
@@ -18,3 +21,13 @@ func probeClocks(e *etcd.Elector) int { return probe.EtcdClocks(e) }
 
 // probeSettled reports whether e waits or leads on a live watch.
 func probeSettled(e *etcd.Elector) bool { return probe.EtcdSettled(e) }
+
+// awaitSettled waits until e waits or leads on a live watch.
+func awaitSettled(t *testing.T, e *etcd.Elector, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(patience); !probeSettled(e); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never settled on a watch", id)
+		}
+	}
+}
