@@ -1,17 +1,22 @@
 # make test: installs the real servers the tests need, then format check
 # (gofmt, and import groups: standard library, others, this module), vet,
-# staticcheck, every test with the race detector, and the benchmark harness's check
-# (vet and its tests, including a -short smoke of every scenario).
+# staticcheck, the module check (a fresh module outside the clone installs
+# each module at v0.1.0 from a module proxy built from the tree; what a
+# program that imports one backend pulls in), every test with the race
+# detector (the etcd suites against etcd v3.7), the etcd suites again
+# against etcd v3.6, and the benchmark harness's check (vet and its tests,
+# including a -short smoke of every scenario).
 # make bench: the whole benchmark set on real servers (under 10 minutes on
 # 2 cores); writes bench-results/ and prints the report.
 # make gobench: the packages' own go test benchmarks.
+# make tidy: go.mod and go.sum of every module (see scripts/tidy.sh).
 GO ?= go
 ZOOKEEPER_JAR ?= /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps fmt-check lint imports vet unit modules-check bench bench-check metrics-check gobench nemesis
+.PHONY: test deps fmt-check lint imports vet unit etcd-v36 modules-check bench bench-check metrics-check gobench nemesis tidy
 
-test: deps fmt-check vet lint modules-check unit bench-check metrics-check
+test: deps fmt-check vet lint modules-check unit etcd-v36 bench-check metrics-check
 
 # ZooKeeper: the Java server of Debian's zookeeper package. Curator: its
 # recipes (LeaderLatch) and their jars, for the bench module's Curator peer,
@@ -41,8 +46,13 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # The workspace's modules (go.work) that `make test` vets, lints and tests
-# from here; bench and metrics have targets of their own below.
-PKGS := ./... ./backend/etcd/... ./cmd/... ./internal/rig/embedetcd/... ./internal/rig/etcdtest/...
+# from here (a pattern matches the packages of one module only); bench and
+# metrics have targets of their own below. In the workspace every module
+# builds against the newest etcd any of them asks for: v3.7, which
+# backend/etcd/etcdsuite pins (etcd-v36 runs the previous line).
+PKGS := ./... ./backend/etcd/... ./backend/etcd/etcdsuite/... ./backend/zk/zksuite/... \
+	./backend/inmem/inmemsuite/... ./classic/sim/simtest/... ./electiontest/... ./cmd/... \
+	./internal/rig/embedetcd/... ./internal/rig/etcdtest/... ./scripts/modproxy/...
 
 vet:
 	$(GO) vet $(PKGS)
@@ -63,6 +73,20 @@ imports:
 
 unit:
 	$(GO) test -race -count=1 $(PKGS)
+
+# The etcd v3.6 line: backend/etcd's real-server suite and the nemesis's
+# etcd runs built outside the workspace against etcd v3.6 (go.v36.mod
+# beside each module's go.mod; unit ran them against v3.7).
+etcd-v36:
+	cd backend/etcd/etcdsuite && GOWORK=off GOFLAGS=-modfile=$(CURDIR)/backend/etcd/etcdsuite/go.v36.mod \
+		$(GO) test -race -count=1 ./...
+	cd cmd && GOWORK=off GOFLAGS=-modfile=$(CURDIR)/cmd/go.v36.mod \
+		$(GO) test -race -count=1 -run '^(TestNemesisEtcd|TestOperator)$$' ./internal/nemesis/harness
+
+# go.mod and go.sum of every module, and the v3.6 lines' go.v36.mod files.
+tidy:
+	bash scripts/tidy.sh
+	bash scripts/tidy.sh -modfile go.v36.mod backend/etcd/etcdsuite cmd
 
 # The module graph of a program that imports one backend, beside one that
 # imports etcd's client/v3/concurrency (see scripts/module-graph.sh).

@@ -3,10 +3,10 @@ module github.com/electkit/election/bench
 go 1.26.0
 
 require (
-	github.com/electkit/election v0.0.0-00010101000000-000000000000
-	github.com/electkit/election/backend/etcd v0.0.0-00010101000000-000000000000
-	github.com/electkit/election/internal/rig/embedetcd v0.0.0-00010101000000-000000000000
-	github.com/electkit/election/internal/rig/etcdtest v0.0.0-00010101000000-000000000000
+	github.com/electkit/election v0.1.0
+	github.com/electkit/election/backend/etcd v0.1.0
+	github.com/electkit/election/internal/rig/embedetcd v0.1.0
+	github.com/electkit/election/internal/rig/etcdtest v0.1.0
 	github.com/go-logr/logr v1.4.4
 	github.com/go-zookeeper/zk v1.0.4
 	go.etcd.io/etcd/api/v3 v3.6.16
@@ -110,12 +110,3 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/electkit/election v0.0.0-00010101000000-000000000000 => ../
-
-replace (
-	github.com/electkit/election/internal/rig/embedetcd v0.0.0-00010101000000-000000000000 => ../internal/rig/embedetcd
-	github.com/electkit/election/internal/rig/etcdtest v0.0.0-00010101000000-000000000000 => ../internal/rig/etcdtest
-)
-
-replace github.com/electkit/election/backend/etcd v0.0.0-00010101000000-000000000000 => ../backend/etcd

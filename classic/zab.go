@@ -35,7 +35,7 @@
 // fencing tokens: a server's view only moves to a higher epoch, and it
 // keeps its ACK, its highest epoch and its last view across crashes.
 //
-// The failure cases of the notes, shown in classic/sim/testdata/zab_*.txt:
+// The failure cases of the notes, shown in classic/sim/simtest/testdata/zab_*.txt:
 // several servers send NEW_LEADER at once (in the same epoch, so none may
 // get a majority: each retries after TimeoutTicks, the better ones first);
 // some ACKs get lost (the candidate still needs only a majority, else it

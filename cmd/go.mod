@@ -4,14 +4,13 @@ go 1.26.0
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
-	github.com/electkit/election v0.0.0-00010101000000-000000000000
-	github.com/electkit/election/backend/etcd v0.0.0-00010101000000-000000000000
-	github.com/electkit/election/internal/rig/embedetcd v0.0.0-00010101000000-000000000000
-	github.com/electkit/election/internal/rig/etcdtest v0.0.0-00010101000000-000000000000
-	github.com/electkit/election/metrics v0.0.0-00010101000000-000000000000
+	github.com/electkit/election v0.1.0
+	github.com/electkit/election/backend/etcd v0.1.0
+	github.com/electkit/election/internal/rig/embedetcd v0.1.0
+	github.com/electkit/election/internal/rig/etcdtest v0.1.0
+	github.com/electkit/election/metrics v0.1.0
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/prometheus/client_golang v1.25.0
-	go.etcd.io/etcd/api/v3 v3.6.16
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
@@ -49,6 +48,7 @@ require (
 	github.com/tmc/grpc-websocket-proxy v0.0.0-20201229170055-e5319fda7802 // indirect
 	github.com/xiang90/probing v0.0.0-20190116061207-43a291ad63a2 // indirect
 	go.etcd.io/bbolt v1.4.3 // indirect
+	go.etcd.io/etcd/api/v3 v3.6.16 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.6.16 // indirect
 	go.etcd.io/etcd/pkg/v3 v3.6.16 // indirect
 	go.etcd.io/etcd/server/v3 v3.6.16 // indirect
@@ -76,13 +76,3 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace (
-	github.com/electkit/election v0.0.0-00010101000000-000000000000 => ../
-	github.com/electkit/election/internal/rig/embedetcd v0.0.0-00010101000000-000000000000 => ../internal/rig/embedetcd
-	github.com/electkit/election/internal/rig/etcdtest v0.0.0-00010101000000-000000000000 => ../internal/rig/etcdtest
-)
-
-replace github.com/electkit/election/backend/etcd v0.0.0-00010101000000-000000000000 => ../backend/etcd
-
-replace github.com/electkit/election/metrics v0.0.0-00010101000000-000000000000 => ../metrics

@@ -12,14 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/inmem"
 	"github.com/electkit/election/electionhttp"
+	"github.com/electkit/election/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }
 
 // The tests run backend/inmem in real time, not in a synctest bubble: the
 // replicas serve on real loopback sockets, which a bubble does not allow.

@@ -538,3 +538,13 @@ func (w *world) checkValid(t *election.Term) {
 		w.t.Errorf("Term %v: Deadline %v not in the future while valid", t, t.Deadline())
 	}
 }
+
+// Main runs a test binary's tests (call it from TestMain) and fails the
+// binary if any goroutine outlives them: a backend's own tests use it so
+// that a goroutine left behind by a Close, a crash or a cancelled
+// Campaign shows, whichever test leaked it.
+//
+//	func TestMain(m *testing.M) { electiontest.Main(m) }
+func Main(m *testing.M, ignore ...goleak.Option) {
+	goleak.VerifyTestMain(m, ignore...)
+}

@@ -3,7 +3,7 @@ module github.com/electkit/election/metrics
 go 1.26.0
 
 require (
-	github.com/electkit/election v0.0.0-00010101000000-000000000000
+	github.com/electkit/election v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	go.uber.org/goleak v1.3.0
@@ -20,5 +20,3 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/electkit/election v0.0.0-00010101000000-000000000000 => ../

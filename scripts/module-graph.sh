@@ -1,61 +1,247 @@
 #!/usr/bin/env bash
-# The module graph a program pulls in when it imports one backend (go list
-# -m all, outside the workspace), beside one that imports etcd's own
-# client/v3/concurrency. Fails when backend/etcd's graph is more than 5
-# modules larger than concurrency's, or when backend/zk's or
-# backend/inmem's carries an etcd module or gRPC.
+# What a program outside the workspace gets from the published modules.
+# scripts/modproxy writes the workspace's modules as a module proxy on disk,
+# at the release version; fresh consumer modules, with no replace lines,
+# fetch them from it (and everything else from proxy.golang.org), as they
+# will from the public proxy once the version is tagged:
+#   - a program per backend (etcd, zk, inmem) that builds an elector and
+#     campaigns: go get, go mod tidy, go vet and go build (the inmem one
+#     also runs);
+#   - the module graph (go list -m all) of each, beside that of a program
+#     importing etcd's own client/v3/concurrency: fails when backend/etcd's
+#     is more than 5 modules larger than concurrency's, or when backend/zk's
+#     or backend/inmem's carries an etcd module, gRPC, or a module that only
+#     the tests use (goleak, testify, go-difflib, datadriven);
+#   - go install github.com/electkit/election/cmd/elect@VERSION, and the
+#     binary reports that version.
+# Usage: scripts/module-graph.sh [VERSION] (default v0.1.0).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+version=${1:-v0.1.0}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-export GOWORK=off GOFLAGS=-mod=mod GOSUMDB=off
-zero=v0.0.0-00010101000000-000000000000
-etcdv=$(cd "$root/backend/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/client/v3)
+start=$SECONDS
 
-# consumer NAME IMPORT [REQUIRE...]: a main package importing IMPORT.
-consumer() {
-	local name=$1 imp=$2 d=$tmp/$1
+# The proxy, built in workspace mode from the clone.
+GOWORK=$root/go.work go -C "$root" run ./scripts/modproxy -version "$version" -out "$tmp/proxy" >"$tmp/proxy.log"
+
+# The go command caches what it downloads from the file proxy under the
+# module cache, at the version, like any other module, and would reuse a
+# zip from an earlier run, made from an older state of the clone. So the
+# cached copies of github.com/electkit modules are deleted first (the
+# shared cache keeps everything else, such as etcd's client, so the run
+# stays fast). Extracted modules are read-only unless -modcacherw made
+# them, hence the chmod. Two runs at once would delete each other's
+# downloads: run one at a time. The go command also keeps, in its build
+# cache, an index of each module in the module cache (the imports of every
+# package), keyed by the module's directory there, which it takes to be
+# immutable: GODEBUG=goindex=0 below turns that index off, else a package
+# would be compiled with the import list of an earlier run.
+modcache=$(go env GOMODCACHE)
+for d in "$modcache/cache/download/github.com/electkit" "$modcache/github.com/electkit"; do
+	if [ -e "$d" ]; then
+		chmod -R u+w "$d"
+		rm -rf "$d"
+	fi
+done
+
+# Outside the workspace; the electkit modules from the file proxy, their
+# checksums from nowhere (the checksum database has not seen them), every
+# other module from proxy.golang.org, checked against the database.
+export GOWORK=off GOFLAGS="-mod=mod -modcacherw" GOPROXY="file://$tmp/proxy,https://proxy.golang.org" GONOSUMDB=github.com/electkit
+export GODEBUG=${GODEBUG:+$GODEBUG,}goindex=0
+unset GOPRIVATE GONOPROXY
+
+# step DIR WHAT CMD...: runs CMD in DIR; when it fails, prints WHAT, the
+# command and its output, and exits 1.
+step() {
+	local dir=$1 what=$2
 	shift 2
-	mkdir -p "$d"
-	{
-		printf 'module example.com/%s\n\ngo 1.26.0\n' "$name"
-		for r in "$@"; do printf '\nrequire %s\n' "$r"; done
-		printf '\nreplace github.com/electkit/election %s => %s\n' "$zero" "$root"
-		printf 'replace github.com/electkit/election/backend/etcd %s => %s/backend/etcd\n' "$zero" "$root"
-	} >"$d/go.mod"
-	printf 'package main\n\nimport _ "%s"\n\nfunc main() {}\n' "$imp" >"$d/main.go"
-	cp "$root/go.sum" "$d/go.sum"
-	cat "$root/backend/etcd/go.sum" >>"$d/go.sum"
-	(cd "$d" && go mod tidy >/dev/null && go build -o /dev/null . && go list -m all) >"$d/modules"
-	(cd "$d" && go list -deps -f '{{with .Module}}{{.Path}}{{end}}' . | sort -u | grep -v "^example.com/") >"$d/built"
-	wc -l <"$d/modules"
+	if ! (cd "$dir" && "$@") >"$tmp/step.log" 2>&1; then
+		echo "FAIL: $what: $*" >&2
+		cat "$tmp/step.log" >&2
+		exit 1
+	fi
 }
 
-concurrency=$(consumer concurrency go.etcd.io/etcd/client/v3/concurrency "go.etcd.io/etcd/client/v3 $etcdv")
-etcd=$(consumer etcd github.com/electkit/election/backend/etcd "github.com/electkit/election $zero" "github.com/electkit/election/backend/etcd $zero")
-zk=$(consumer zk github.com/electkit/election/backend/zk "github.com/electkit/election $zero")
-inmem=$(consumer inmem github.com/electkit/election/backend/inmem "github.com/electkit/election $zero")
+# consumer NAME MAIN GET...: module example.com/NAME, its main.go MAIN, its
+# requirements added with go get GET...; leaves its go list -m all in
+# $tmp/NAME/modules and the modules of its compiled packages in
+# $tmp/NAME/built.
+consumer() {
+	local name=$1 main=$2 d=$tmp/$1
+	shift 2
+	mkdir -p "$d"
+	printf '%s\n' "$main" >"$d/main.go"
+	step "$d" "consumer $name" go mod init "example.com/$name"
+	step "$d" "consumer $name" go get "$@"
+	step "$d" "consumer $name" go mod tidy
+	step "$d" "consumer $name" go vet .
+	step "$d" "consumer $name" go build -o "$d/prog" .
+	(cd "$d" && go list -m all) >"$d/modules"
+	(cd "$d" && go list -deps -f '{{with .Module}}{{.Path}}{{end}}' . | sort -u | grep -v "^example.com/") >"$d/built"
+}
 
+consumer etcd "$(
+	cat <<'EOF'
+package main
+
+import (
+	"context"
+	"log"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/etcd"
+)
+
+func main() {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cli.Close()
+	e, err := etcd.New(cli, "/consumer", election.WithID("c1"), election.WithTTL(5*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer e.Close()
+	t, err := e.Campaign(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Print("leader: ", t.Leader().ID)
+}
+EOF
+)" "github.com/electkit/election@$version" "github.com/electkit/election/backend/etcd@$version"
+
+consumer zk "$(
+	cat <<'EOF'
+package main
+
+import (
+	"context"
+	"log"
+	"time"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/zk"
+)
+
+func main() {
+	ctx := context.Background()
+	e, err := zk.Dial(ctx, zk.DialConfig{Servers: []string{"127.0.0.1:2181"}}, "/consumer",
+		election.WithID("c1"), election.WithTTL(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer e.Close()
+	t, err := e.Campaign(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Print("leader: ", t.Leader().ID)
+}
+EOF
+)" "github.com/electkit/election@$version"
+
+consumer inmem "$(
+	cat <<'EOF'
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/inmem"
+)
+
+func main() {
+	c, err := inmem.NewCluster(inmem.Bully)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	e, err := c.Join(election.WithID("c1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	t, err := e.Campaign(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("leader:", t.Leader().ID)
+}
+EOF
+)" "github.com/electkit/election@$version"
+inmemOut=$(timeout 30 "$tmp/inmem/prog" 2>&1) || {
+	echo "FAIL: the inmem consumer's program failed: $inmemOut" >&2
+	exit 1
+}
+[ "$inmemOut" = "leader: c1" ] || {
+	echo "FAIL: the inmem consumer's program printed $inmemOut, want leader: c1" >&2
+	exit 1
+}
+
+# The same client version as backend/etcd's consumer resolved.
+etcdv=$(cd "$tmp/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/client/v3)
+consumer concurrency "$(printf 'package main\n\nimport _ "go.etcd.io/etcd/client/v3/concurrency"\n\nfunc main() {}')" "go.etcd.io/etcd/client/v3@$etcdv"
+graphs=$((SECONDS - start))
+
+# The command, as a user installs it.
+mkdir "$tmp/bin"
+step "$tmp" "go install" env GOBIN="$tmp/bin" GOFLAGS=-modcacherw go install "github.com/electkit/election/cmd/elect@$version"
+elect=$("$tmp/bin/elect" --version 2>&1) || {
+	echo "FAIL: elect --version: $elect" >&2
+	exit 1
+}
+[ "$elect" = "elect $version" ] || {
+	echo "FAIL: elect --version printed $elect, want elect $version" >&2
+	exit 1
+}
+"$tmp/bin/elect" --help 2>&1 | grep -q '^Usage:' || {
+	echo "FAIL: elect --help printed no usage" >&2
+	exit 1
+}
+
+count() { wc -l <"$tmp/$1/modules"; }
+concurrency=$(count concurrency) etcd=$(count etcd) zk=$(count zk) inmem=$(count inmem)
+echo "proxy of the workspace's modules at $version:"
+sed 's/^/  /' "$tmp/proxy.log"
 echo "modules in the graph (go list -m all) of a program that imports:"
 printf '  %-48s %4d\n' go.etcd.io/etcd/client/v3/concurrency "$concurrency"
 printf '  %-48s %4d  (%+d; at most +5)\n' github.com/electkit/election/backend/etcd "$etcd" $((etcd - concurrency))
 printf '  %-48s %4d\n' github.com/electkit/election/backend/zk "$zk"
 printf '  %-48s %4d\n' github.com/electkit/election/backend/inmem "$inmem"
 echo "  backend/etcd's beyond concurrency's: $(comm -13 <(cut -d' ' -f1 "$tmp/concurrency/modules" | tail -n +2 | sort) <(cut -d' ' -f1 "$tmp/etcd/modules" | tail -n +2 | sort) | tr '\n' ' ')"
+echo "  backend/zk's: $(cut -d' ' -f1 "$tmp/zk/modules" | tail -n +2 | tr '\n' ' ')"
 echo "  backend/inmem's: $(cut -d' ' -f1 "$tmp/inmem/modules" | tail -n +2 | tr '\n' ' ')"
 echo "modules whose packages are compiled into the program:"
 for b in concurrency etcd zk inmem; do
 	printf '  %-12s %3d: %s\n' "$b" "$(wc -l <"$tmp/$b/built")" "$(grep -v '^go\.\|^google\.\|^golang\.org' "$tmp/$b/built" | tr '\n' ' ')"
 done
+echo "the inmem program printed: $inmemOut"
+echo "go install github.com/electkit/election/cmd/elect@$version: $elect"
+echo "graphs and builds ${graphs}s, go install $((SECONDS - start - graphs))s"
+
 fail=0
 if ((etcd > concurrency + 5)); then
 	echo "FAIL: backend/etcd's graph is $((etcd - concurrency)) modules larger than concurrency's (at most 5)"
 	fail=1
 fi
 for b in zk inmem; do
-	if grep -qE '^(go\.etcd\.io/|google\.golang\.org/grpc )' "$tmp/$b/modules"; then
-		echo "FAIL: backend/$b's graph carries etcd or gRPC: $(grep -E '^(go\.etcd\.io/|google\.golang\.org/grpc )' "$tmp/$b/modules" | tr '\n' ' ')"
+	while read -r mod ver; do
+		case $mod in
+		go.etcd.io/* | google.golang.org/grpc) why="etcd or gRPC" ;;
+		go.uber.org/goleak | github.com/stretchr/testify | github.com/pmezard/go-difflib | github.com/cockroachdb/datadriven) why="a module only the tests use" ;;
+		*) continue ;;
+		esac
+		echo "FAIL: backend/$b's graph carries $mod $ver ($why), required by: $(cd "$tmp/$b" && go mod graph | awk -v m="$mod@$ver" '$2 == m {print $1}' | tr '\n' ' ')"
 		fail=1
-	fi
+	done <"$tmp/$b/modules"
 done
 exit $fail

@@ -75,11 +75,11 @@ func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []client
 		return o
 	}
 	return []clientv3.Op{
-		clientv3.OpGet(c.key, opts(clientv3.WithKeysOnly())...),
+		clientv3.OpGet(c.key, opts()...),
 		e.lay.aboveOp(from, serializable),
 		clientv3.OpGet(e.lay.leader, opts()...),
-		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1), clientv3.WithKeysOnly())...),
-		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1), clientv3.WithKeysOnly())...),
+		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1))...),
+		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1))...),
 		clientv3.OpGet(e.lay.transfer, opts()...),
 	}
 }
@@ -89,8 +89,8 @@ func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []client
 // read-only look's, or the claim's).
 func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
 	return []clientv3.Op{
-		clientv3.OpGet(c.key, clientv3.WithKeysOnly()),
-		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(2), clientv3.WithKeysOnly()),
+		clientv3.OpGet(c.key),
+		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(2)),
 		clientv3.OpGet(e.lay.leader),
 		clientv3.OpGet(e.lay.transfer),
 	}
@@ -545,7 +545,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 	nothingAbove := e.lay.nested(f.from,
 		func() []clientv3.Op { return []clientv3.Op{put} },
 		func(lo, hi string) []clientv3.Op {
-			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(2), clientv3.WithKeysOnly())}
+			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(2))}
 		})
 	resp, err := e.cli.Txn(c.ctx).
 		If(ownCmps...).
@@ -783,7 +783,7 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 		ops := []clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(e.lay.leader)}
 		if p.on() {
 			// The candidates above c, of higher priority (preemption).
-			ops = append(ops, clientv3.OpGet(after(c.key), clientv3.WithRange(e.lay.queueEnd), clientv3.WithKeysOnly()))
+			ops = append(ops, clientv3.OpGet(after(c.key), clientv3.WithRange(e.lay.queueEnd)))
 		}
 		resp, err := e.cli.Txn(c.ctx).Then(ops...).Commit()
 		if err != nil {
@@ -845,7 +845,7 @@ func (e *Elector) checkOwn(c *candidacy, kv *mvccpb.KeyValue) error {
 	case kv.CreateRevision != c.rev:
 		what = fmt.Sprintf("was deleted and created again (create revision %d)", kv.CreateRevision)
 	case kv.Lease != int64(c.s.lease):
-		what = fmt.Sprintf("was put again by another client under lease %016x (revision %d): it no longer goes with the candidate's lease", uint64(kv.Lease), kv.ModRevision)
+		what = leaseMoved(kv, c.s.lease) + ": it no longer goes with the candidacy"
 	case kv.Value != nil && record.ID(kv.Value) != e.o.ID:
 		what = fmt.Sprintf("was overwritten by another client at revision %d with a record that is not this candidate's", kv.ModRevision)
 	}
@@ -853,6 +853,16 @@ func (e *Elector) checkOwn(c *candidacy, kv *mvccpb.KeyValue) error {
 		return nil
 	}
 	return fmt.Errorf("%w: key %s (revision %d) %s", election.ErrSessionLost, c.key, c.rev, what)
+}
+
+// leaseMoved says what was seen of a key of the candidacy that no longer
+// holds its lease: a put it did not make (an operator's, a second
+// program's), with or without a lease.
+func leaseMoved(kv *mvccpb.KeyValue, own clientv3.LeaseID) string {
+	if kv.Lease == 0 {
+		return fmt.Sprintf("was put at revision %d without a lease (version %d; the candidacy's lease is %016x)", kv.ModRevision, kv.Version, uint64(own))
+	}
+	return fmt.Sprintf("was put at revision %d under lease %016x (version %d; the candidacy's lease is %016x)", kv.ModRevision, uint64(kv.Lease), kv.Version, uint64(own))
 }
 
 // leaderEvent checks an event of the leader key while c leads at token.
@@ -875,7 +885,7 @@ func (e *Elector) checkLeader(c *candidacy, token int64, kv *mvccpb.KeyValue) er
 	case kv.CreateRevision != token:
 		what = fmt.Sprintf("was deleted and created again (create revision %d)", kv.CreateRevision)
 	case kv.Lease != int64(c.s.lease):
-		what = fmt.Sprintf("was put again by another client under lease %016x (revision %d)", uint64(kv.Lease), kv.ModRevision)
+		what = leaseMoved(kv, c.s.lease)
 	case record.ID(kv.Value) != e.o.ID || record.Key(kv.Value) != c.key:
 		what = fmt.Sprintf("was overwritten by another client at revision %d with a record that is not this candidacy's", kv.ModRevision)
 	}

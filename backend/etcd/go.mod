@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0
-	github.com/electkit/election v0.0.0-00010101000000-000000000000
+	github.com/electkit/election v0.1.0
 	go.etcd.io/etcd/api/v3 v3.6.16
 	go.etcd.io/etcd/client/v3 v3.6.16
 	google.golang.org/grpc v1.83.2
@@ -26,5 +26,3 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/electkit/election v0.0.0-00010101000000-000000000000 => ../..

@@ -61,6 +61,13 @@ import (
 //
 // Segments of election names that begin with "_" are reserved for these
 // keys (New refuses them), so that no election's keys fall into another's.
+//
+// No read of these keys is keys-only. The checks above compare each key's
+// lease (a queue key put again without its lease, by an operator or a
+// second program, must not pass for a candidate), and etcd v3.7 answers a
+// keys-only range from its in-memory index, which holds no leases: every
+// key's Lease comes back 0 (v3.6 read it from the stored value). The reads
+// are bounded instead: one key, or two of a window.
 
 // leaderName, requestName, transferName, queueDir: the suffixes of the
 // leader key, the transfer request key, the hand-over key and the queue.
@@ -312,7 +319,7 @@ func (l layout) nested(from string, then func() []clientv3.Op, orElse func(lo, h
 // above from; see readAbove.
 func (l layout) aboveOp(from string, serializable bool) clientv3.Op {
 	return l.nested(from, func() []clientv3.Op { return nil }, func(lo, hi string) []clientv3.Op {
-		o := []clientv3.OpOption{clientv3.WithRange(hi), clientv3.WithLimit(2), clientv3.WithKeysOnly()}
+		o := []clientv3.OpOption{clientv3.WithRange(hi), clientv3.WithLimit(2)}
 		if serializable {
 			o = append(o, clientv3.WithSerializable())
 		}

@@ -13,8 +13,6 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/zk"
-	"github.com/electkit/election/electiontest"
-	"github.com/electkit/election/internal/rig/faultproxy"
 	"github.com/electkit/election/internal/rig/zktest"
 )
 
@@ -78,83 +76,6 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// zkElection is one election of the conformance suite: each candidate has
-// its own connection through its own proxy, so that Crash can cut it off
-// silently and let its session expire, as a dead process's would.
-type zkElection struct {
-	addr  string
-	path  string
-	admin *gozk.Conn // another client of the server, for Evict
-	mu    sync.Mutex
-	px    map[election.Elector]*faultproxy.Proxy
-}
-
-func (z *zkElection) Candidate(t *testing.T, opts ...election.Option) election.Elector {
-	t.Helper()
-	px := faultproxy.New(t, z.addr)
-	conn := zktest.Conn(t, []string{px.Addr}, ttl)
-	t.Cleanup(px.Close) // before conn.Close (cleanups run last first): a cut connection closes at once
-	e, err := zk.New(conn, z.path, append([]election.Option{election.WithTTL(ttl)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	z.mu.Lock()
-	z.px[e] = px
-	z.mu.Unlock()
-	return e
-}
-
-func (z *zkElection) Crash(t *testing.T, e election.Elector) {
-	z.mu.Lock()
-	px := z.px[e]
-	z.mu.Unlock()
-	px.Cut()
-}
-
-// Silence drops the server's replies to e: requests arrive and are carried
-// out, no answer comes back.
-func (z *zkElection) Silence(t *testing.T, e election.Elector) func() {
-	z.mu.Lock()
-	px := z.px[e]
-	z.mu.Unlock()
-	px.CutReplies()
-	return func() {
-		// The proxy dropped bytes of a stream: what is still open
-		// would never parse again, so it is closed and the client
-		// reconnects, as after a network fault that long.
-		px.Heal()
-		px.Reset()
-	}
-}
-
-// Evict deletes the leader's node with another connection, as zkCli's
-// delete does.
-func (z *zkElection) Evict(t *testing.T, e election.Elector, term *election.Term) {
-	node, err := e.(*zk.Elector).Node(term)
-	if err != nil {
-		t.Fatalf("Evict: %v", err)
-	}
-	if err := z.admin.Delete(node, -1); err != nil {
-		t.Fatalf("Evict: deleting %s: %v", node, err)
-	}
-}
-
-func TestConformance(t *testing.T) {
-	srv := server(t)
-	admin := newConn(t)
-	electiontest.Run(t, electiontest.Harness{
-		NewElection: func(t *testing.T) electiontest.Election {
-			return &zkElection{addr: srv.Addr, path: newPath(t), admin: admin, px: map[election.Elector]*faultproxy.Proxy{}}
-		},
-		// Session timeout, plus up to a tick for the server's expiry
-		// buckets, plus the watch and the confirming check.
-		Failover:  ttl + time.Second,
-		Patience:  patience,
-		Handover:  2 * time.Second,
-		Handovers: 30,
-	})
 }
 
 func newConn(t *testing.T, addrs ...string) *gozk.Conn {

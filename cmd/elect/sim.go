@@ -29,7 +29,7 @@ const (
 	simMaxDelay = 100
 
 	// The failure detector's clockwork, in ticks (as in the transcripts
-	// of classic/sim/testdata). The timeout grows with --delay so that a round
+	// of classic/sim/simtest/testdata). The timeout grows with --delay so that a round
 	// trip always fits in it.
 	simHeartbeatTicks = 5
 	simTimeoutTicks   = 20

@@ -1,5 +1,5 @@
 // Package probe lets the real-server tests, which live in another module
-// of this repository (cmd/internal/etcdsuite: the etcd server they embed
+// of this repository (backend/etcd/etcdsuite: the etcd server they embed
 // stays out of the library's module graph), read counters of an Elector
 // that its API does not show. A backend sets its functions in an init;
 // nothing else calls them.

@@ -3,7 +3,7 @@ module github.com/electkit/election/internal/rig/etcdtest
 go 1.26.0
 
 require (
-	github.com/electkit/election/internal/rig/embedetcd v0.0.0-00010101000000-000000000000
+	github.com/electkit/election/internal/rig/embedetcd v0.1.0
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.etcd.io/etcd/pkg/v3 v3.6.16
 	go.uber.org/zap v1.28.0
@@ -68,5 +68,3 @@ require (
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
-
-replace github.com/electkit/election/internal/rig/embedetcd v0.0.0-00010101000000-000000000000 => ../embedetcd

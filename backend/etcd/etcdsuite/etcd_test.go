@@ -570,7 +570,7 @@ func TestCreateCarriesNoClaimBehindALeader(t *testing.T) {
 	waitQueue(t, admin, "/noclaim", 2)
 	create := lb.all()[0]
 	if claims(create) {
-		t.Errorf("b's create carries a claim (%d bytes) while a leads", create.Size())
+		t.Errorf("b's create carries a claim while a leads: %v", create)
 	}
 	if err := a.Resign(ctx); err != nil {
 		t.Fatal(err)

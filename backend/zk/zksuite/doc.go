@@ -1,0 +1,5 @@
+// Package zksuite runs the conformance suite (package electiontest) on
+// backend/zk against a real ZooKeeper server, and its wall-clock jump
+// test. It is a module of its own, so that the suite's goroutine-leak
+// checker stays out of the module graph of programs that use the library.
+package zksuite

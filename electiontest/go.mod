@@ -1,0 +1,10 @@
+module github.com/electkit/election/electiontest
+
+go 1.26.0
+
+require (
+	github.com/electkit/election v0.1.0
+	go.uber.org/goleak v1.3.0
+)
+
+require github.com/cenkalti/backoff/v4 v4.3.0 // indirect
