@@ -153,10 +153,13 @@
 // An invalid (stale) auth token is retried, not final. A client with a
 // user name and password logs in again (a bcrypt check and a Raft write)
 // for every stream it opens — each watch, and each renewal stream, which
-// is why renewals share one (etcd checks no token on a renewal) — and a
-// request can then reach a member that has not applied that login yet,
-// which answers "invalid auth token" (a watch's creation is cancelled
-// with it). Such a request is retried as any other error is.
+// is why renewals share one, whose opening goes on past a renewal that
+// stops waiting for it (etcd checks a renewal's token too, and refuses,
+// with permission denied, final, one whose lease holds a key the user may
+// no longer write) — and a request can then reach a member that
+// has not applied that login yet, which answers "invalid auth token" (a
+// watch's creation is cancelled with it). Such a request is retried as any
+// other error is.
 //
 // Campaign and Resign return within 100 ms of their ctx ending whatever
 // the store does: what they leave to release (keys, a lease) is tried for

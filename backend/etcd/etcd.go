@@ -239,13 +239,22 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	case <-c.lost:
 	}
 	err = e.interrupted(ctx, c)
-	if err == nil {
-		err = fmt.Errorf("%w: the term ended as it began", election.ErrLeaseExpired)
+	if err == nil || errors.Is(err, election.ErrResigned) {
+		// c stops (c.stop) when its Term ends by itself too, not only on
+		// Resign: renewLoop withdraws it (a Term that expired as it
+		// began, or soon after), a hand-over ends it. The Term's own
+		// cause says why, then (Resign's is ErrResigned).
 		e.mu.Lock()
-		if c.lc != nil && c.lc.Term().Err() != nil {
-			err = c.lc.Term().Err()
-		}
+		lc := c.lc
 		e.mu.Unlock()
+		if lc != nil {
+			if t := lc.Term(); t.Err() != nil {
+				err = fmt.Errorf("etcd election %s: the term of key %s (token %d) ended before Campaign returned it: %w", e.name, c.key, t.Token(), t.Err())
+			}
+		}
+	}
+	if err == nil {
+		err = fmt.Errorf("%w: etcd election %s: the term of key %s ended as it began", election.ErrLeaseExpired, e.name, c.key)
 	}
 	e.withdraw(c, election.ErrResigned, true) // a quitting waiter: its lease too, nothing hands over
 	return nil, err
@@ -330,7 +339,9 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	c.leaderRec = string(record.EncodeLeader(e.o, e.o.Value, c.key))
 	c.leader = election.Leader{ID: e.o.ID, Value: e.o.Value, Priority: e.o.Priority}
 	c.ctx, c.cancel = context.WithCancel(e.bg)
-	if err := s.join(c, func(err error) { e.lose(c, err) }); err != nil {
+	// A session's loss names no election (a Session carries many): the
+	// candidacy's cause names its own.
+	if err := s.join(c, func(err error) { e.lose(c, fmt.Errorf("etcd election %s: %w", e.name, err)) }); err != nil {
 		c.halt()
 		return nil, err
 	}
@@ -406,7 +417,11 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 			// The key exists: an earlier try of this create whose reply
 			// was lost, or not ours.
 			if v.own == nil || v.own.Lease != int64(s.lease) {
-				err = fmt.Errorf("key %s already exists under another lease", c.key)
+				what := "was refused, and the key is not there"
+				if v.own != nil {
+					what = "found the key there already: it " + leaseMoved(v.own, s.lease)
+				}
+				err = fmt.Errorf("creating key %s %s", c.key, what)
 				v = nil
 			} else {
 				c.rev = v.own.CreateRevision

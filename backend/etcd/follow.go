@@ -666,6 +666,13 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	e.mu.Unlock()
 	f.watch(after(e.lay.request), token+1) // the leader key and transfer requests
 	c.watched.Store(f.w.created)
+	// Opening the watch can take a while (with a user name, a new watch
+	// stream logs in first, a bcrypt check on a loaded member): the Term
+	// counts from the session's latest confirmed renewal, renewed first if
+	// the one c claimed with is stale by now, rather than begin expired.
+	if last, err := f.renewed(); err == nil && last.After(sent) {
+		sent = last
+	}
 	leader := c.leader
 	leader.Token = uint64(token)
 	term, lc := election.NewTerm(e.o, leader, sent)

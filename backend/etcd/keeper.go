@@ -30,8 +30,17 @@ import (
 type keeper struct {
 	cli *clientv3.Client
 
-	mu  sync.Mutex
-	cur *keepStream // nil until the next renewal opens one
+	mu      sync.Mutex
+	cur     *keepStream // nil until the next renewal opens one
+	opening *keepOpen   // the opening of the next stream, while it runs
+}
+
+// keepOpen is the opening of a stream, which every renewal that comes
+// while it runs waits for.
+type keepOpen struct {
+	done chan struct{} // closed when it has ended
+	ks   *keepStream   // the stream opened, or nil
+	err  error         // why it failed
 }
 
 // keepStream is one LeaseKeepAlive stream and the requests sent on it.
@@ -73,6 +82,16 @@ func keeperOf(cli *clientv3.Client) *keeper {
 
 // openTimeout bounds the opening of a stream: with auth, clientv3 logs in
 // first, and retries that for as long as the stream's context lasts.
+//
+// The opening is not bounded by the ctx of the renewal that began it: with
+// a user name, it is a login, which checks the password's bcrypt hash on
+// the member, and on a loaded member that takes longer than a renewal may
+// wait. A renewal whose ctx ends first fails, as any renewal without a
+// reply in time; the opening goes on, and the renewals after it wait for
+// the same one and then use its stream. Aborted with each renewal, no
+// login would ever finish, no renewal would be sent — not even the one
+// etcd would refuse with permission denied, which ends the session — and
+// each abandoned login would still cost the member a hash.
 const openTimeout = 5 * time.Second
 
 // keepAlive renews lease id once and returns the TTL etcd reports: 0 when
@@ -101,56 +120,79 @@ func (k *keeper) keepAlive(ctx context.Context, id clientv3.LeaseID) (int64, err
 	return r.ttl, nil
 }
 
-// stream returns the working stream, opening one if there is none.
+// stream returns the working stream, opening one if there is none. It
+// waits for the opening until ctx ends, which does not stop the opening
+// (see openTimeout).
 func (k *keeper) stream(ctx context.Context) (*keepStream, error) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	if ks := k.cur; ks != nil {
 		ks.mu.Lock()
 		broken := ks.err != nil
 		ks.mu.Unlock()
 		if !broken {
+			k.mu.Unlock()
 			return ks, nil
 		}
 		k.cur = nil
 	}
 	if err := k.cli.Ctx().Err(); err != nil {
+		k.mu.Unlock()
 		return nil, err
 	}
-	// The stream lives with the client; its opening is bounded by ctx and
-	// openTimeout, which may cancel it only until it is open.
+	op := k.opening
+	if op == nil {
+		op = &keepOpen{done: make(chan struct{})}
+		k.opening = op
+		go k.open(op)
+	}
+	k.mu.Unlock()
+	select {
+	case <-op.done:
+		return op.ks, op.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("opening the lease renewal stream (with a user name, a login first) took longer than the renewal could wait; it goes on for the next renewal: %w", ctx.Err())
+	}
+}
+
+// open opens a stream for op, within openTimeout, and makes it the working
+// stream.
+func (k *keeper) open(op *keepOpen) {
+	defer close(op.done)
+	// The stream lives with the client; openTimeout may cancel it only
+	// until it is open.
 	sctx, cancel := context.WithCancel(clientv3.WithRequireLeader(k.cli.Ctx()))
 	var openMu sync.Mutex
-	open := true
-	abort := func() {
+	open, late := true, false
+	timer := time.AfterFunc(openTimeout, func() {
 		openMu.Lock()
 		if open {
+			late = true
 			cancel()
 		}
 		openMu.Unlock()
-	}
-	stopAbort := context.AfterFunc(ctx, abort)
-	timer := time.AfterFunc(openTimeout, abort)
+	})
 	stream, err := pb.NewLeaseClient(k.cli.ActiveConnection()).LeaseKeepAlive(sctx)
 	openMu.Lock()
 	open = false
 	openMu.Unlock()
-	stopAbort()
 	timer.Stop()
 	if err == nil && sctx.Err() != nil {
 		err = sctx.Err()
 	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.opening = nil
 	if err != nil {
 		cancel()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+		op.err = rpctypes.Error(err)
+		if late {
+			op.err = fmt.Errorf("opening the lease renewal stream took over %v: %w", openTimeout, op.err)
 		}
-		return nil, rpctypes.Error(err)
+		return
 	}
-	ks := &keepStream{k: k, stream: stream, cancel: cancel}
-	k.cur = ks
-	go ks.recv()
-	return ks, nil
+	op.ks = &keepStream{k: k, stream: stream, cancel: cancel}
+	k.cur = op.ks
+	go op.ks.recv()
 }
 
 // send sends r on the stream; if that fails, r fails with the stream.
@@ -195,8 +237,12 @@ func (ks *keepStream) recv() {
 	}
 }
 
-// fail breaks the stream: every request waiting on it fails with err, and
-// the next renewal opens another.
+// fail breaks the stream: every request waiting on it fails, and the next
+// renewal opens another. The first fails with err: etcd answers a stream's
+// requests in order, so an error the member ends the stream with (a lease
+// refused with permission denied, say) is the first one's. The others fail
+// with a plain error that names err without being it: their leases were
+// not refused, and their renewals go on on the next stream.
 func (ks *keepStream) fail(err error) {
 	if err == nil {
 		err = errors.New("the lease renewal stream ended")
@@ -211,8 +257,11 @@ func (ks *keepStream) fail(err error) {
 	ks.pending = nil
 	ks.mu.Unlock()
 	ks.cancel()
-	for _, r := range pending {
+	for i, r := range pending {
 		r.err = err
+		if i > 0 {
+			r.err = fmt.Errorf("the lease renewal stream broke before this renewal was answered (%v); the next renewal opens another", err)
+		}
 		close(r.done)
 	}
 	ks.k.mu.Lock()

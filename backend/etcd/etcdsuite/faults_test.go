@@ -202,7 +202,7 @@ func TestTLSAndAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := etcdtest.New(t, embedetcd.Config{TLS: tlsFiles, AuthTokenTTL: 1})
+	srv := etcdtest.New(t, embedetcd.Config{TLS: tlsFiles, AuthTokenTTL: 1, BcryptCost: 4}) // the least bcrypt cost: logins cheap on a loaded machine
 	tc, err := tlsFiles.ClientConfig()
 	if err != nil {
 		t.Fatal(err)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
@@ -194,13 +196,15 @@ func waitLeases(t *testing.T, cli *clientv3.Client, n int) {
 // final error naming the election, promptly, instead of retrying forever;
 // a leader in that state ends its Term.
 func TestPermissionRevoked(t *testing.T) {
-	eps := startEtcd(t)
-	ctx := ctxT(t)
+	// The least bcrypt cost: every login checks a hash, and the test is
+	// about permissions, not about logins on a loaded machine.
+	eps := etcdtest.New(t, embedetcd.Config{BcryptCost: 4}).Endpoints()
+	setup := ctxT(t)
 	root := newClient(t, eps)
-	if err := embedetcd.AddUser(ctx, root, "cand", "pw", "/perm/"); err != nil {
+	if err := embedetcd.AddUser(setup, root, "cand", "pw", "/perm/"); err != nil {
 		t.Fatal(err)
 	}
-	if err := embedetcd.EnableAuth(ctx, root, "rootpw"); err != nil {
+	if err := embedetcd.EnableAuth(setup, root, "rootpw"); err != nil {
 		t.Fatal(err)
 	}
 	rootCli := etcdtest.Client(t, eps, func(c *clientv3.Config) { c.Username, c.Password = "root", "rootpw" })
@@ -209,6 +213,7 @@ func TestPermissionRevoked(t *testing.T) {
 	}
 	a := newElector(t, candCli(), "/perm", "a")
 	b := newElector(t, candCli(), "/perm", "b")
+	ctx := ctxT(t) // the elections' own patience, from here
 	ta, err := a.Campaign(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -273,5 +278,157 @@ func TestLongNameErrorIsBounded(t *testing.T) {
 	_, err := etcd.New(cli, strings.Repeat("n", 2000), election.WithID("a"))
 	if !errors.Is(err, election.ErrInvalidOption) || len(err.Error()) > 300 || !strings.Contains(err.Error(), "2000 bytes") {
 		t.Errorf("New with a 2000-byte name = %v (%d bytes)", err, len(err.Error()))
+	}
+}
+
+// slowOpen delays the opening of a client's streams of method by d (or
+// until the opening's ctx ends, forever with d < 0), as a login does:
+// with a user name, clientv3 logs in before it opens each stream, and on
+// a loaded member (bcrypt, -race) that takes a second or more. opened
+// counts the openings begun.
+type slowOpen struct {
+	method string
+	d      time.Duration
+	opened atomic.Int32
+}
+
+func (s *slowOpen) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if method == s.method {
+		s.opened.Add(1)
+		var after <-chan time.Time
+		if s.d >= 0 {
+			after = time.After(s.d)
+		}
+		select {
+		case <-after:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return streamer(ctx, desc, cc, method, opts...)
+}
+
+// slowClient is a client of eps whose streams open as the slowOpens say.
+func slowClient(t *testing.T, eps []string, slow ...*slowOpen) *clientv3.Client {
+	t.Helper()
+	var opts []grpc.DialOption
+	for _, s := range slow {
+		opts = append(opts, grpc.WithChainStreamInterceptor(s.stream))
+	}
+	return dialClient(t, eps, opts...)
+}
+
+// A renewal stream whose opening takes longer than a renewal waits (TTL
+// 2 s: 627 ms) still opens, once, and the renewals go through it: the
+// opening goes on past the renewal that began it. Abandoned with each
+// renewal and begun again by the next, it never finished: no renewal went
+// out, the Term expired, and the member checked a password for each.
+func TestRenewalOutlastsSlowStreamOpening(t *testing.T) {
+	eps := startEtcd(t)
+	ctx := ctxT(t)
+	keep := &slowOpen{method: methodKeepAlive, d: 800 * time.Millisecond}
+	renewed := make(chan election.Renewal, 64)
+	a := newElector(t, slowClient(t, eps, keep), "/slowkeep", "a", election.WithAfterRenew(func(r election.Renewal) {
+		select {
+		case renewed <- r:
+		default:
+		}
+	}))
+	term, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A renewal through the stream moves the Term's deadline past the
+	// one the claim gave it.
+	first := term.Deadline()
+	for {
+		select {
+		case r := <-renewed:
+			if r.Err != nil || !r.Deadline.After(first) {
+				continue
+			}
+		case <-term.Done():
+			t.Fatalf("the Term ended with renewals behind a slow stream opening (%d openings begun): %v", keep.opened.Load(), term.Err())
+		case <-ctx.Done():
+			t.Fatalf("no renewal went through in %v (%d openings begun)", patience, keep.opened.Load())
+		}
+		break
+	}
+	if n := keep.opened.Load(); n != 1 {
+		t.Errorf("%d renewal stream openings begun; want 1", n)
+	}
+}
+
+// A Term claimed as the watch on its keys opens slowly (a new watch
+// stream logs in first) counts from the session's renewals meanwhile: a
+// first Campaign whose watch took longer than a lease window still leads,
+// while its lease lives. Counted from the claim's renewal alone, the Term
+// began expired.
+func TestCampaignOutlastsSlowWatchOpening(t *testing.T) {
+	eps := startEtcd(t)
+	ctx := ctxT(t)
+	watch := &slowOpen{method: methodWatch, d: 2200 * time.Millisecond} // > the window, 1.88 s
+	a := newElector(t, slowClient(t, eps, watch), "/slowwatch", "a")
+	term, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatalf("Campaign with a watch that opened in %v = %v", watch.d, err)
+	}
+	if err := term.Err(); err != nil {
+		t.Fatalf("the Term = %v", err)
+	}
+}
+
+// A Term that ends as Campaign makes it (it began expired: the watch
+// opened slowly and no renewal went through) is no Resign: Campaign
+// returns why it ended, ErrLeaseExpired, naming the election — never
+// ErrResigned, which the candidacy's stop, as the Term's end withdraws
+// it, used to say.
+func TestTermEndingAsItBeginsIsNotResigned(t *testing.T) {
+	eps := startEtcd(t)
+	ctx := ctxT(t)
+	watch := &slowOpen{method: methodWatch, d: 600 * time.Millisecond} // > the window, 0.5 s
+	keep := &slowOpen{method: methodKeepAlive, d: -1}                  // no renewal ever
+	cli := slowClient(t, eps, watch, keep)
+	a := newElector(t, cli, "/expiring", "a", election.WithTTL(time.Second), election.WithMargin(490*time.Millisecond))
+	for i := range 6 {
+		term, err := a.Campaign(ctx)
+		if term != nil || !errors.Is(err, election.ErrLeaseExpired) || errors.Is(err, election.ErrResigned) || !strings.Contains(err.Error(), "/expiring") {
+			t.Fatalf("Campaign %d, its Term begun expired = %v, %v; want ErrLeaseExpired naming the election", i, term, err)
+		}
+	}
+}
+
+// A waiter whose lease renewal etcd refuses (it checks that the user may
+// still write the lease's keys) ends its Campaign with permission denied,
+// naming the election: the session's loss names none (a Session carries
+// many elections), the candidacy's does.
+func TestRefusedRenewalNamesTheElection(t *testing.T) {
+	eps := etcdtest.New(t, embedetcd.Config{BcryptCost: 4}).Endpoints()
+	ctx := ctxT(t)
+	root := newClient(t, eps)
+	if err := embedetcd.AddUser(ctx, root, "cand", "pw", "/refused/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := embedetcd.EnableAuth(ctx, root, "rootpw"); err != nil {
+		t.Fatal(err)
+	}
+	rootCli := etcdtest.Client(t, eps, func(c *clientv3.Config) { c.Username, c.Password = "root", "rootpw" })
+	candCli := func() *clientv3.Client {
+		return etcdtest.Client(t, eps, func(c *clientv3.Config) { c.Username, c.Password = "cand", "pw" })
+	}
+	a := newElector(t, candCli(), "/refused", "a")
+	b := newElector(t, candCli(), "/refused", "b")
+	if _, err := a.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rb := campaignAsync(ctx, b)
+	awaitSettled(t, b, "b") // its watch is open: only its renewals meet the revocation
+	if _, err := rootCli.RoleRevokePermission(ctx, "cand-role", "/refused/", clientv3.GetPrefixRangeEnd("/refused/")); err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Resign(ctx) // refused too: a's keys go with its lease
+	r := await(t, rb)
+	if r.t != nil || !errors.Is(r.err, rpctypes.ErrPermissionDenied) || !strings.Contains(r.err.Error(), "/refused") {
+		t.Errorf("b's Campaign = %v, %v; want permission denied naming the election", r.t, r.err)
 	}
 }
