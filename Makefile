@@ -76,12 +76,14 @@ unit:
 
 # The etcd v3.6 line: backend/etcd's real-server suite and the nemesis's
 # etcd runs built outside the workspace against etcd v3.6 (go.v36.mod
-# beside each module's go.mod; unit ran them against v3.7).
+# beside each module's go.mod; unit ran them against v3.7); then each
+# line's client against the other line's server (scripts/etcd-cross.sh).
 etcd-v36:
 	cd backend/etcd/etcdsuite && GOWORK=off GOFLAGS=-modfile=$(CURDIR)/backend/etcd/etcdsuite/go.v36.mod \
 		$(GO) test -race -count=1 ./...
 	cd cmd && GOWORK=off GOFLAGS=-modfile=$(CURDIR)/cmd/go.v36.mod \
 		$(GO) test -race -count=1 -run '^(TestNemesisEtcd|TestOperator)$$' ./internal/nemesis/harness
+	bash scripts/etcd-cross.sh
 
 # go.mod and go.sum of every module, and the v3.6 lines' go.v36.mod files.
 tidy:

@@ -13,15 +13,8 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
 	"github.com/electkit/election/electiontest"
-	"github.com/electkit/election/internal/rig/embedetcd"
-	"github.com/electkit/election/internal/rig/etcdtest"
 	"github.com/electkit/election/internal/rig/faultproxy"
 )
-
-func startEtcd(t testing.TB) []string {
-	t.Helper()
-	return etcdtest.New(t, embedetcd.Config{}).Endpoints()
-}
 
 // etcdElection is one election of the conformance suite: each candidate
 // has its own client through its own TCP proxy (a plain byte pipe), so that
