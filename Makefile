@@ -4,8 +4,8 @@
 # each module at v0.1.0 from a module proxy built from the tree; what a
 # program that imports one backend pulls in), every test with the race
 # detector (the etcd suites against etcd v3.7), the etcd suites again
-# against etcd v3.6 and across the two lines, and the benchmark harness's
-# check (vet and its tests, including a -short smoke of every scenario).
+# against etcd v3.6, and the benchmark harness's check (vet and its tests,
+# including a -short smoke of every scenario).
 # make bench: the whole benchmark set on real servers (under 10 minutes on
 # 2 cores); writes bench-results/ and prints the report.
 # make gobench: the packages' own go test benchmarks.
@@ -76,14 +76,13 @@ unit:
 
 # The etcd v3.6 line: backend/etcd's real-server suite and the nemesis's
 # etcd runs built outside the workspace against etcd v3.6 (go.v36.mod
-# beside each module's go.mod; unit ran them against v3.7, with the race
-# detector: the same code of ours, so these runs go without it); then each
+# beside each module's go.mod; unit ran them against v3.7); then each
 # line's client against the other line's server (scripts/etcd-cross.sh).
 etcd-v36:
 	cd backend/etcd/etcdsuite && GOWORK=off GOFLAGS=-modfile=$(CURDIR)/backend/etcd/etcdsuite/go.v36.mod \
-		$(GO) test -count=1 ./...
+		$(GO) test -race -count=1 ./...
 	cd cmd && GOWORK=off GOFLAGS=-modfile=$(CURDIR)/cmd/go.v36.mod \
-		$(GO) test -count=1 -run '^(TestNemesisEtcd|TestOperator)$$' ./internal/nemesis/harness
+		$(GO) test -race -count=1 -run '^(TestNemesisEtcd|TestOperator)$$' ./internal/nemesis/harness
 	bash scripts/etcd-cross.sh
 
 # go.mod and go.sum of every module, and the v3.6 lines' go.v36.mod files.

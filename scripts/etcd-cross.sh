@@ -11,8 +11,8 @@ run=${CROSS_RUN:-Conformance|Operator|Session}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$root/backend/etcd/etcdsuite"
-go test -c -o "$tmp/v37.test" .
-GOWORK=off GOFLAGS="-modfile=$PWD/go.v36.mod" go test -c -o "$tmp/v36.test" .
+go test -race -c -o "$tmp/v37.test" .
+GOWORK=off GOFLAGS="-modfile=$PWD/go.v36.mod" go test -race -c -o "$tmp/v36.test" .
 fail=0
 for pair in "v37 v36 3.6." "v36 v37 3.7."; do
 	set -- $pair
