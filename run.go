@@ -13,10 +13,19 @@ import (
 
 // Callbacks are the application's side of Run. Every field may be nil.
 type Callbacks struct {
-	// OnElected is called when this candidate becomes leader; ctx is
-	// t.Context(), canceled when the leadership ends. It may return at once
-	// or block for the whole term; if it blocks it must return once ctx is
-	// done, because OnDemoted and the next campaign wait for it.
+	// OnElected is called when this candidate becomes leader. Its ctx is
+	// derived from t.Context(): it is canceled when the Term ends, and also
+	// when Run must stop while leading (its ctx ended, or a callback
+	// panicked) — then before Run resigns, so that the work stops before
+	// the next leader starts (see Run). OnElected may return at once or
+	// block for the whole Term; if it blocks it must return once ctx is
+	// done, because the handover, OnDemoted and the next campaign wait for
+	// it.
+	//
+	// To step down, call e.Resign(ctx) with this ctx: it returns nil, the
+	// next candidate leads at once, and OnDemoted gets ErrResigned once
+	// OnElected has returned; Run campaigns again after its backoff. To
+	// leave the election, cancel Run's ctx instead.
 	OnElected func(ctx context.Context, t *Term)
 	// OnDemoted is called once per OnElected, after OnElected returned and
 	// after t.Done closed; t.Err says why the term ended.
@@ -44,17 +53,34 @@ const (
 )
 
 // Run campaigns for leadership until ctx ends: Campaign → OnElected →
-// wait until the term ends or ctx ends → OnDemoted → backoff → Campaign
-// again. When ctx ends while leading, Run resigns, waits for the term to
-// end and for OnElected to return, calls OnDemoted, and returns ctx.Err().
-// If the Elector is closed, Run returns ErrClosed (wrapped).
+// wait until the Term ends or ctx ends → OnDemoted → backoff → Campaign
+// again. If the Elector is closed, Run returns ErrClosed (wrapped).
+//
+// Run stops the work before it hands over. When ctx ends while leading,
+// Run first cancels OnElected's ctx and waits for OnElected to return —
+// for at most until the Term's deadline as it stands at that moment
+// (renewals go on meanwhile), or until the Term ends — and only then
+// resigns, so that the next candidate can lead; it then waits for
+// OnElected to return in any case, calls OnDemoted and returns ctx.Err().
+// A Term that ends by itself (its lease expired, its session was lost,
+// another candidate preempted it, a transfer handed it on) cannot wait:
+// the next leader may begin while OnElected is still returning. That is
+// what the fencing token is for: pass t.Token() to every resource the
+// leader writes, and let the resource refuse an older one.
+//
+// To step down from inside OnElected, call e.Resign(ctx) with OnElected's
+// own ctx: it returns nil, the next candidate leads at once, OnDemoted
+// gets a Term ended with ErrResigned once OnElected has returned, and Run
+// campaigns again after its backoff. To leave the election, cancel Run's
+// ctx.
 //
 // Guarantees (P5): exactly one OnDemoted per OnElected, in token order,
-// never overlapping; OnDemoted only after OnElected returned and the term
+// never overlapping; OnDemoted only after OnElected returned and the Term
 // ended. Callbacks run in goroutines Run owns and waits for: nothing runs
-// after Run returns. A panic in a callback ends the term first (Run
-// resigns), still calls OnDemoted for an OnElected that ran, and then
-// propagates from Run with the original value.
+// after Run returns. A panic in a callback stops the run as the end of
+// ctx does (OnElected's ctx first, then Run resigns), still calls
+// OnDemoted for an OnElected that ran, and then propagates from Run with
+// the original value.
 func Run(ctx context.Context, e Elector, cb Callbacks) error {
 	if e == nil {
 		return &OptionError{Field: "Elector", Value: "nil", Reason: "Run needs an Elector"}
@@ -144,32 +170,51 @@ func (r *runner) observe(ctx context.Context) {
 }
 
 // lead runs one term: OnElected on its own goroutine, wait for the term's
-// end or rctx's, resign if still leading, wait for OnElected, OnDemoted.
+// end or rctx's; if rctx ended first, stop OnElected (cancel its ctx, wait
+// for it until the Term's deadline) and resign; wait for OnElected,
+// OnDemoted.
 func (r *runner) lead(ctx, rctx context.Context, t *Term) {
+	work, stopWork := context.WithCancelCause(t.Context())
+	defer stopWork(nil)
 	elected := make(chan any, 1)
 	go func() {
 		defer func() { elected <- recover() }()
 		if r.cb.OnElected != nil {
-			r.cb.OnElected(t.Context(), t)
+			r.cb.OnElected(work, t)
 		}
 	}()
 	pending := elected // nil once OnElected has returned
+	collect := func(v any) {
+		pending = nil
+		if v != nil {
+			r.setPanic(v) // cancels rctx
+		}
+	}
 	for t.Err() == nil && rctx.Err() == nil {
 		select {
 		case <-t.Done():
 		case <-rctx.Done():
 		case v := <-pending:
-			pending = nil
-			if v != nil {
-				r.setPanic(v) // cancels rctx
+			collect(v)
+		}
+	}
+	if t.Err() == nil {
+		// Run must stop while leading: the work stops before the handover.
+		stopWork(context.Cause(rctx))
+		if pending != nil {
+			bound := time.NewTimer(clock.Until(t.Deadline()))
+			select {
+			case v := <-pending:
+				collect(v)
+			case <-t.Done():
+			case <-bound.C:
 			}
+			bound.Stop()
 		}
 	}
 	r.resign(ctx, t)
 	if pending != nil {
-		if v := <-pending; v != nil {
-			r.setPanic(v)
-		}
+		collect(<-pending)
 	}
 	if r.cb.OnDemoted != nil {
 		r.guard(func() { r.cb.OnDemoted(t) })

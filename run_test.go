@@ -201,7 +201,8 @@ type runHarness struct {
 	onLeader  func(Leader)
 
 	mu              sync.Mutex
-	active          *Term // from OnElected's start to OnDemoted's end
+	active          *Term           // from OnElected's start to OnDemoted's end
+	electedCtx      context.Context // OnElected's ctx of the active term
 	electedReturned bool
 	lastToken       uint64
 	elected         []*Term
@@ -246,9 +247,7 @@ func (h *runHarness) callbacks() Callbacks {
 			if h.active != nil {
 				h.t.Errorf("OnElected(%v) while term %v is still active", t, h.active)
 			}
-			if ctx != t.Context() {
-				h.t.Errorf("OnElected ctx is not t.Context()")
-			}
+			h.electedCtx = ctx
 			if t.Token() <= h.lastToken {
 				h.t.Errorf("OnElected token %d after token %d", t.Token(), h.lastToken)
 			}
@@ -275,6 +274,9 @@ func (h *runHarness) callbacks() Callbacks {
 			}
 			if !h.electedReturned {
 				h.t.Errorf("OnDemoted(%v) before OnElected returned", t)
+			}
+			if h.electedCtx == nil || !isDone(h.electedCtx.Done()) {
+				h.t.Errorf("OnDemoted(%v) while OnElected's ctx is not done", t)
 			}
 			if !isDone(t.Done()) || t.Err() == nil {
 				h.t.Errorf("OnDemoted(%v) before Done closed (Err %v)", t, t.Err())
@@ -502,10 +504,174 @@ func TestRunCancelWhileLeading(t *testing.T) {
 			t.Errorf("Err = %v, want ErrResigned", clk.Term().Err())
 		}
 		h.check()
-		wantLog(t, h.log.get(), "campaign", "elected 1", "resign", "elected-returned 1", "demoted 1")
+		wantLog(t, h.log.get(), "campaign", "elected 1", "elected-returned 1", "resign", "demoted 1")
 		if n := len(h.f.campaignTimes()); n != 1 {
 			t.Errorf("%d campaigns, want 1", n)
 		}
+	})
+}
+
+// TestRunStopsWorkBeforeResign: when ctx ends while leading, OnElected's
+// ctx ends first, with the Term still valid; Resign comes only once
+// OnElected has returned, 200 ms later.
+func TestRunStopsWorkBeforeResign(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		var stopped time.Time
+		var termErr, cause error
+		h.onElected = func(ctx context.Context, term *Term) {
+			<-ctx.Done()
+			stopped, termErr, cause = time.Now(), term.Err(), context.Cause(ctx)
+			time.Sleep(200 * time.Millisecond)
+		}
+		h.start()
+		clk := h.win()
+		time.Sleep(3 * time.Second)
+		cancelAt := time.Now()
+		h.cancel()
+		synctest.Wait()
+		if n := h.f.resignCount(); n != 0 {
+			t.Errorf("Resign called while OnElected still stops")
+		}
+		if clk.Term().Err() != nil {
+			t.Errorf("Term ended (%v) while OnElected still stops", clk.Term().Err())
+		}
+		h.wait()
+		if !stopped.Equal(cancelAt) || termErr != nil || cause != context.Canceled {
+			t.Errorf("OnElected's ctx ended %v after the cancel with cause %v, Term Err %v; want at once, context.Canceled, the Term valid",
+				stopped.Sub(cancelAt), cause, termErr)
+		}
+		if h.runErr != context.Canceled || h.panicVal != nil {
+			t.Errorf("Run = %v (panic %v), want context.Canceled", h.runErr, h.panicVal)
+		}
+		if got := h.returnedAt.Sub(cancelAt); got != 200*time.Millisecond {
+			t.Errorf("Run returned %v after the cancel, want once OnElected returned, 200ms", got)
+		}
+		if !errors.Is(clk.Term().Err(), ErrResigned) {
+			t.Errorf("Err = %v, want ErrResigned", clk.Term().Err())
+		}
+		h.check()
+		wantLog(t, h.log.get(), "campaign", "elected 1", "elected-returned 1", "resign", "demoted 1")
+	})
+}
+
+// TestRunStopBoundedByDeadline: an OnElected that does not return once its
+// ctx ends holds the handover back until the Term's deadline as it stood
+// when ctx ended, not longer, though renewals go on; OnDemoted still waits
+// for OnElected.
+func TestRunStopBoundedByDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		release := make(chan struct{})
+		h.onElected = func(context.Context, *Term) { <-release }
+		h.start()
+		clk := h.win()
+		term := clk.Term()
+		renewals := make(chan struct{})
+		go func() {
+			defer close(renewals)
+			for {
+				select {
+				case <-term.Done():
+					return
+				case <-time.After(time.Second):
+					clk.Renewed(time.Now(), nil)
+				}
+			}
+		}()
+		time.Sleep(2500 * time.Millisecond)
+		h.cancel()
+		deadline := term.Deadline()
+		time.Sleep(time.Until(deadline) - time.Nanosecond)
+		synctest.Wait()
+		if n := h.f.resignCount(); n != 0 || term.Err() != nil {
+			t.Fatalf("before the deadline: %d Resign calls, Term Err %v; want none, valid", n, term.Err())
+		}
+		if !term.Deadline().After(deadline) {
+			t.Fatalf("the renewals stopped: deadline %v", term.Deadline())
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if n := h.f.resignCount(); n != 1 || !errors.Is(term.Err(), ErrResigned) {
+			t.Fatalf("at the deadline read when ctx ended: %d Resign calls, Term Err %v; want 1, ErrResigned", n, term.Err())
+		}
+		<-renewals
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if _, d := h.counts(); d != 0 || h.isReturned() {
+			t.Fatalf("OnDemoted called or Run returned while OnElected runs")
+		}
+		close(release)
+		h.wait()
+		if h.runErr != context.Canceled {
+			t.Errorf("Run = %v, want context.Canceled", h.runErr)
+		}
+		h.check()
+		wantLog(t, h.log.get(), "campaign", "elected 1", "resign", "elected-returned 1", "demoted 1")
+	})
+}
+
+// TestRunTermEndsWhileWorkStops: a Term that ends while Run waits for
+// OnElected to stop needs no Resign; OnDemoted gets its own cause.
+func TestRunTermEndsWhileWorkStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		release := make(chan struct{})
+		h.onElected = func(context.Context, *Term) { <-release }
+		h.start()
+		clk := h.win()
+		h.cancel()
+		time.Sleep(time.Second)
+		clk.End(fmt.Errorf("fake: %w", ErrSessionLost))
+		synctest.Wait()
+		close(release)
+		h.wait()
+		if n := h.f.resignCount(); n != 0 {
+			t.Errorf("Resign called %d times for an ended Term", n)
+		}
+		if !errors.Is(h.demoted[0].Err(), ErrSessionLost) {
+			t.Errorf("OnDemoted saw %v, want ErrSessionLost", h.demoted[0].Err())
+		}
+		h.check()
+		wantLog(t, h.log.get(), "campaign", "elected 1", "elected-returned 1", "demoted 1")
+	})
+}
+
+// TestRunStepDownInOnElected: OnElected resigns with its own ctx; the Term
+// ends with ErrResigned, OnDemoted follows OnElected's return, and Run
+// campaigns again after its backoff.
+func TestRunStepDownInOnElected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t)
+		var resignErr error
+		h.onElected = func(ctx context.Context, term *Term) {
+			if term.Token() != 1 {
+				return
+			}
+			time.Sleep(time.Second)
+			resignErr = h.f.Resign(ctx)
+			<-ctx.Done()
+		}
+		h.start()
+		clk := h.win()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if resignErr != nil {
+			t.Errorf("Resign(OnElected's ctx) = %v, want nil", resignErr)
+		}
+		if e, d := h.counts(); e != 1 || d != 1 || !errors.Is(clk.Term().Err(), ErrResigned) {
+			t.Fatalf("after stepping down: %d elected, %d demoted, Err %v; want 1, 1, ErrResigned", e, d, clk.Term().Err())
+		}
+		demotedAt := time.Now()
+		h.win()
+		if camp := h.f.campaignTimes(); len(camp) != 2 || camp[1].Sub(demotedAt) < firstBackoffMin || camp[1].Sub(demotedAt) > firstBackoffMax {
+			t.Errorf("campaigns %v; want a second one a backoff after the demotion", camp)
+		}
+		h.cancel()
+		h.check()
+		wantLog(t, h.log.get(),
+			"campaign", "elected 1", "resign", "elected-returned 1", "demoted 1",
+			"campaign", "elected 2", "elected-returned 2", "resign", "demoted 2")
 	})
 }
 
@@ -776,7 +942,7 @@ func TestRunPanicInOnLeaderWhileLeading(t *testing.T) {
 			t.Errorf("term Err = %v, want ErrResigned", clk.Term().Err())
 		}
 		h.check()
-		wantLog(t, h.log.get(), "campaign", "elected 1", "leader other@99", "resign", "elected-returned 1", "demoted 1")
+		wantLog(t, h.log.get(), "campaign", "elected 1", "leader other@99", "elected-returned 1", "resign", "demoted 1")
 	})
 }
 
