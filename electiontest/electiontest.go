@@ -167,6 +167,8 @@ var subtests = []struct {
 	{"LeaderCrash", testLeaderCrash, false},
 	{"TermExitPaths", testTermExitPaths, false},
 	{"RunCallbacks", testRunCallbacks, false},
+	{"RunStopsWorkFirst", testRunStopsWorkFirst, false},
+	{"StepDownInOnElected", testStepDownInOnElected, false},
 	{"SilentStore", testSilentStore, false},
 	{"EvictedLeader", testEvictedLeader, false},
 	{"Priority", testPriority, false},

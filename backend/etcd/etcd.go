@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/lograte"
 	"github.com/electkit/election/internal/record"
 	"github.com/electkit/election/internal/skeleton"
@@ -740,6 +741,11 @@ func (e *Elector) Resign(ctx context.Context) error {
 	}
 	pending := append([]*candidacy(nil), e.pending...)
 	e.mu.Unlock()
+	// Ending the Term cancels its Context and every ctx derived from it,
+	// such as OnElected's under election.Run, which may be ctx: the
+	// requests go on for up to a lease window past it.
+	rctx, cancel := backend.ResignContext(ctx, e.o.Window())
+	defer cancel()
 	if c != nil {
 		e.end(c, election.ErrResigned)
 	}
@@ -747,9 +753,12 @@ func (e *Elector) Resign(ctx context.Context) error {
 	for _, p := range pending {
 		// The keys of the candidacy just ended go first, alone (see
 		// release); the leases of earlier ones are revoked.
-		if err := e.release(ctx, p, p != c); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
+		if err := e.release(rctx, p, p != c); err != nil {
+			if cause := context.Cause(rctx); cause != nil {
+				if cause == ctx.Err() {
+					return cause // ctx's own end, as is
+				}
+				return errors.Join(append(errs, err)...)
 			}
 			errs = append(errs, err)
 		}

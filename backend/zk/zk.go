@@ -11,6 +11,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/lograte"
 	"github.com/electkit/election/internal/skeleton"
 	"github.com/electkit/election/internal/watch"
@@ -226,12 +227,17 @@ func (e *Elector) Resign(ctx context.Context) error {
 		e.pending = append(e.pending, c.pend())
 	}
 	e.mu.Unlock()
+	// Ending the Term cancels its Context and every ctx derived from it,
+	// such as OnElected's under election.Run, which may be ctx: the
+	// deletes go on for up to a lease window past it.
+	rctx, cancel := backend.ResignContext(ctx, e.o.Window())
+	defer cancel()
 	if c != nil {
 		e.end(c, election.ErrResigned)
 	}
-	errs := e.deletePending(ctx)
-	if ctx.Err() != nil {
-		return ctx.Err()
+	errs := e.deletePending(rctx)
+	if err := ctx.Err(); err != nil && context.Cause(rctx) == err {
+		return err // ctx's own end, as is
 	}
 	return errors.Join(errs...)
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/skeleton"
 	"github.com/electkit/election/internal/watch"
@@ -58,6 +59,14 @@ type Bugs struct {
 	// TransferEarly: Transfer hands over first and ends the old Term only
 	// once the target leads (P3).
 	TransferEarly bool
+	// TermBoundToCampaignCtx: the end of the ctx given to Campaign ends
+	// the Term and releases the key even after Campaign won, so that under
+	// election.Run the next candidate leads before OnElected has stopped.
+	TermBoundToCampaignCtx bool
+	// ResignUsesTermCtx: Resign talks to the store with the caller's ctx
+	// as it is, which the end of the Term cancels when it is OnElected's:
+	// stepping down from inside OnElected returns context.Canceled.
+	ResignUsesTermCtx bool
 }
 
 var (
@@ -550,6 +559,17 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	c.lc = lc
 	e.terms.Add(lc)
 	close(c.elected)
+	if e.s.bugs.TermBoundToCampaignCtx {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			select {
+			case <-ctx.Done():
+				e.withdraw(c)
+			case <-term.Done():
+			}
+		}()
+	}
 	e.mu.Unlock()
 	if err := term.Err(); err != nil {
 		e.withdraw(c)
@@ -756,8 +776,9 @@ func (e *Elector) keepAlive(c *candidacy) {
 }
 
 // Resign implements election.Elector. It ends the Term at once and waits
-// for the key's release while ctx lasts; a release the store has not
-// answered goes on in the background.
+// for the key's release while ctx lasts (and for a lease window after the
+// Term's end, when that is what ends ctx: backend.ResignContext); a
+// release the store has not answered goes on in the background.
 func (e *Elector) Resign(ctx context.Context) error {
 	e.mu.Lock()
 	if e.closed {
@@ -770,8 +791,18 @@ func (e *Elector) Resign(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
+	rctx, cancel := backend.ResignContext(ctx, e.o.Window())
+	defer cancel()
 	released := e.end(c, election.ErrResigned)
-	done := ctx.Done()
+	if e.s.bugs.ResignUsesTermCtx && ctx.Err() != nil {
+		return ctx.Err() // the release request, sent with ctx, fails at once
+	}
+	select {
+	case <-released:
+		return nil
+	default:
+	}
+	done := rctx.Done()
 	if e.s.bugs.IgnoreCtxWhenSilent {
 		done = nil
 	}
@@ -779,7 +810,7 @@ func (e *Elector) Resign(ctx context.Context) error {
 	case <-released:
 		return nil
 	case <-done:
-		return ctx.Err()
+		return context.Cause(rctx)
 	case <-e.closing:
 		return nil
 	}
