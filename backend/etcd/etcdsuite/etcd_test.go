@@ -1,20 +1,24 @@
 package etcdsuite_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
@@ -694,4 +698,83 @@ func TestPriorityOrdersTheQueue(t *testing.T) {
 		}
 		results[next], prev, leader = nil, r.t, next
 	}
+}
+
+// Stepping down from inside OnElected with OnElected's own ctx returns
+// nil, hands over, and logs nothing: neither the Elector nor the etcd
+// client (whose retry interceptor warns about a request whose ctx the
+// Term's end canceled, had Resign sent it with that ctx).
+func TestStepDownInOnElectedLogsNothing(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	core, clientLogs := observer.New(zap.InfoLevel) // the client says "retrying" at Debug for every request
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	var logs lockedBuffer
+	a := newElector(t, cli, "/stepdown", "a", election.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	b := newElector(t, newClient(t, eps), "/stepdown", "b")
+	queued := make(chan struct{})
+	resigned := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- election.Run(ctx, a, election.Callbacks{
+			OnElected: func(ctx context.Context, _ *election.Term) {
+				select {
+				case <-queued:
+					resigned <- a.Resign(ctx)
+				case <-ctx.Done():
+				}
+				<-ctx.Done()
+			},
+		})
+	}()
+	waitKeys(t, admin, "/stepdown/_l", 1) // a leads
+	rb := campaignAsync(ctxT(t), b)
+	waitQueue(t, admin, "/stepdown", 2)
+	clientLogs.TakeAll() // what the client said while connecting
+	close(queued)
+	select {
+	case err := <-resigned:
+		if err != nil {
+			t.Errorf("Resign with OnElected's ctx = %v, want nil", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("Resign with OnElected's ctx did not return")
+	}
+	if r := await(t, rb); r.err != nil {
+		t.Fatalf("b's Campaign: %v", r.err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v, want context.Canceled", err)
+	}
+	for _, e := range clientLogs.All() {
+		t.Errorf("the etcd client logged %s %q %v", e.Level, e.Message, e.ContextMap())
+	}
+	if s := logs.String(); s != "" {
+		t.Errorf("the Elector logged:\n%s", s)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
