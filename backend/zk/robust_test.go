@@ -1,9 +1,12 @@
 package zk_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -324,4 +327,74 @@ func TestCloseDeletesAbandonedCreate(t *testing.T) {
 	if ta.Err() == nil {
 		t.Error("a's Term valid after Resign")
 	}
+}
+
+// Stepping down from inside OnElected with OnElected's own ctx, which
+// the Term's end cancels, returns nil, hands over, and logs nothing: the
+// delete goes on past that ctx.
+func TestStepDownInOnElectedLogsNothing(t *testing.T) {
+	var logs lockedBuffer
+	path := newPath(t)
+	conn := newConn(t)
+	a := newElector(t, conn, path, "a", election.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	b := newElector(t, newConn(t), path, "b")
+	elected := make(chan struct{}, 1)
+	queued := make(chan struct{})
+	resigned := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- election.Run(ctx, a, election.Callbacks{
+			OnElected: func(ctx context.Context, _ *election.Term) {
+				elected <- struct{}{}
+				select {
+				case <-queued:
+					resigned <- a.Resign(ctx)
+				case <-ctx.Done():
+				}
+				<-ctx.Done()
+			},
+		})
+	}()
+	<-elected
+	rb := campaignAsync(ctxT(t), b)
+	eventually(t, "b queued", func() bool { return len(cands(t, conn, path)) == 2 })
+	close(queued)
+	select {
+	case err := <-resigned:
+		if err != nil {
+			t.Errorf("Resign with OnElected's ctx = %v, want nil", err)
+		}
+	case <-time.After(patience):
+		t.Fatal("Resign with OnElected's ctx did not return")
+	}
+	if r := await(t, rb, patience, "b"); r.err != nil {
+		t.Fatalf("b's Campaign: %v", r.err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v, want context.Canceled", err)
+	}
+	if s := logs.String(); s != "" {
+		t.Errorf("the Elector logged:\n%s", s)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for concurrent use.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
