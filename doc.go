@@ -19,9 +19,10 @@
 // withdraws and releases everything. Leader and Observe tell any candidate
 // who leads now.
 //
-// Most programs use Run, which campaigns, calls OnElected with the Term's
-// context, calls OnDemoted when the Term ends, and campaigns again, until
-// its ctx ends:
+// Most programs use Run, which campaigns, calls OnElected with a context
+// that ends with the Term, calls OnDemoted when the Term ends, and
+// campaigns again, until its ctx ends; then it stops OnElected before it
+// hands over:
 //
 //	err := election.Run(ctx, e, election.Callbacks{
 //		OnElected: func(ctx context.Context, t *election.Term) {
@@ -29,6 +30,9 @@
 //		},
 //		OnDemoted: func(t *election.Term) { log.Print("demoted: ", t.Err()) },
 //	})
+//
+// To step down from inside OnElected, call e.Resign(ctx) with OnElected's
+// ctx (see Run).
 //
 // # Guarantees
 //

@@ -59,8 +59,9 @@ func Example_campaignAndResign() {
 	// leader: b token grew: true
 }
 
-// Run campaigns, calls OnElected with the term's context, and when its own
-// ctx ends resigns and calls OnDemoted.
+// Run campaigns and calls OnElected; when its own ctx ends, OnElected's ctx
+// ends first, and Run resigns once OnElected has returned, then calls
+// OnDemoted.
 func ExampleRun() {
 	c, es := cluster("worker-1")
 	defer c.Close()
@@ -70,7 +71,7 @@ func ExampleRun() {
 		OnElected: func(ctx context.Context, t *election.Term) {
 			fmt.Println("elected:", t.Leader().ID)
 			stop()       // the application decides to shut down...
-			<-ctx.Done() // ...and Run resigns, which ends the term
+			<-ctx.Done() // ...the work stops; then Run resigns
 		},
 		OnDemoted: func(t *election.Term) {
 			fmt.Println("demoted:", t.Err())
@@ -81,6 +82,41 @@ func ExampleRun() {
 	// elected: worker-1
 	// demoted: election: resigned
 	// Run returned: context canceled
+}
+
+// OnElected steps down with e.Resign and its own ctx: Resign returns nil,
+// the next candidate leads at once, and OnDemoted follows OnElected's
+// return. Run would campaign again after its backoff; this program leaves
+// the election instead, by ending Run's ctx.
+func ExampleRun_stepDown() {
+	c, es := cluster("worker-1", "worker-2")
+	defer c.Close()
+	e, other := es[0], es[1]
+	ctx, leave := context.WithCancel(context.Background())
+	next := make(chan *election.Term, 1)
+	err := election.Run(ctx, e, election.Callbacks{
+		OnElected: func(ctx context.Context, t *election.Term) {
+			fmt.Println("elected:", t.Leader().ID)
+			go func() {
+				t, _ := other.Campaign(context.Background())
+				next <- t
+			}()
+			fmt.Println("stepping down:", e.Resign(ctx))
+			<-ctx.Done()
+		},
+		OnDemoted: func(t *election.Term) {
+			fmt.Println("demoted:", t.Err())
+			leave()
+		},
+	})
+	fmt.Println("Run returned:", err)
+	fmt.Println("leader:", (<-next).Leader().ID)
+	// Output:
+	// elected: worker-1
+	// stepping down: <nil>
+	// demoted: election: resigned
+	// Run returned: context canceled
+	// leader: worker-2
 }
 
 // A follower watches who leads, e.g. to forward requests to the leader's
