@@ -11,6 +11,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/backend/zk"
 	"github.com/electkit/election/internal/rig/faultproxy"
 	"github.com/electkit/election/internal/rig/zktest"
@@ -103,10 +104,11 @@ func waitDone(t *testing.T, term *election.Term, within time.Duration, what stri
 
 func TestBadInput(t *testing.T) {
 	conn := newConn(t)
-	for _, p := range []string{"", "/", "x", "/a/", "/a//b", "/a/./b", "/a/../b", "/zookeeper", "/zookeeper/x", "/a\x00b", "/a\x01"} {
+	for _, p := range []string{"", "/", "x", "services/demo", "/a/", "/a//b", "/a/./b", "/a/../b", "/zookeeper", "/zookeeper/x", "/a\x00b", "/a\x01", "/a b", "/a/_c"} {
 		_, err := zk.New(conn, p)
-		if !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "path") {
-			t.Errorf("New(%q) = %v; want an ErrInvalidOption naming the path", p, err)
+		want := backend.ValidateName(p)
+		if !errors.Is(err, election.ErrInvalidOption) || want == nil || err.Error() != want.Error() {
+			t.Errorf("New(%q) = %v; want %v", p, err, want)
 		}
 	}
 	if _, err := zk.New(nil, "/a"); !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "conn") {

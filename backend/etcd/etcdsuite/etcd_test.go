@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/backend/etcd"
 )
 
@@ -147,10 +148,13 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{nil, "/e", nil, "client = nil"},
 		{cli, "", nil, `name = ""`},
 		{cli, "/", nil, `name = "/"`},
-		{cli, "/e\x00x", nil, "NUL"},
-		{cli, strings.Repeat("x", etcd.MaxNameLen+1), nil, "at most 1024"},
+		{cli, "/e\x00x", nil, `has "\x00" at byte 2`},
+		{cli, "/" + strings.Repeat("x", backend.MaxNameLen), nil, "more than MaxNameLen (256)"},
 		{cli, "/svc/_c", nil, `segment "_c" begins with "_"`},
-		{cli, "_x/y", nil, `segment "_x"`},
+		{cli, "svc/demo", nil, `must be an absolute path such as "/svc/demo"`},
+		{cli, "/svc/", nil, `must not end with "/"`},
+		{cli, "/a//b", nil, `empty segment`},
+		{cli, "/a b", nil, `has " " at byte 2`},
 		{cli, "/e", []election.Option{election.WithTTL(time.Millisecond)}, "TTL = 1ms"},
 		{cli, "/e", []election.Option{election.WithID("bad id")}, `"bad id"`},
 	} {
@@ -166,7 +170,7 @@ func TestNewRefusesBadInput(t *testing.T) {
 // key, and its create revision is the token.
 func TestKeyLayoutAndToken(t *testing.T) {
 	cli := newClient(t, startEtcd(t))
-	e := newElector(t, cli, "/layout/", "a", election.WithValue([]byte("addr:1")), election.WithPriority(7))
+	e := newElector(t, cli, "/layout", "a", election.WithValue([]byte("addr:1")), election.WithPriority(7))
 	if e.Prefix() != "/layout/" || e.LeaderKey() != "/layout/_l" {
 		t.Fatalf("Prefix() = %q, LeaderKey() = %q", e.Prefix(), e.LeaderKey())
 	}
