@@ -118,6 +118,13 @@ func TestConformance(t *testing.T) {
 		Patience:  patience,
 		Handover:  2 * time.Second,
 		Handovers: 30,
+		Named: func(t *testing.T, name string, opts ...election.Option) (election.Elector, error) {
+			e, err := zk.New(zktest.Conn(t, []string{srv.Addr}, ttl), name, append([]election.Option{election.WithTTL(ttl)}, opts...)...)
+			if err != nil {
+				return nil, err // not a nil *zk.Elector in an interface
+			}
+			return e, nil
+		},
 	})
 }
 
