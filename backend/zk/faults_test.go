@@ -602,3 +602,39 @@ func TestQueueNodeDeleted(t *testing.T) {
 	default:
 	}
 }
+
+// A nil ctx or connection is refused with an error naming it, never a
+// panic, and changes nothing: the leader's Term stays valid.
+func TestNilArguments(t *testing.T) {
+	var nilCtx context.Context // a variable: a literal nil ctx is what vet tools flag
+	e := newElector(t, newConn(t), newPath(t), "a")
+	term, err := e.Campaign(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, candErr := e.Candidates(nilCtx)
+	_, reqErr := e.RequestTransfer(nilCtx, "b")
+	_, newErr := zk.New(nil, "/x")
+	_, cfgErr := zk.NewConfig(nil, "/x", zk.Config{})
+	_, dialErr := zk.Dial(nilCtx, zk.DialConfig{Servers: []string{"127.0.0.1:1"}}, "/x")
+	for _, c := range []struct {
+		what, field string
+		err         error
+	}{
+		{"Candidates(nil)", "ctx", candErr},
+		{"Transfer(nil)", "ctx", e.Transfer(nilCtx, term, "", election.KeepLeading)},
+		{"RequestTransfer(nil)", "ctx", reqErr},
+		{"Proclaim(nil)", "ctx", e.Proclaim(nilCtx, term, []byte("v"))},
+		{"New(nil conn)", "conn", newErr},
+		{"NewConfig(nil conn)", "conn", cfgErr},
+		{"Dial(nil ctx)", "ctx", dialErr},
+	} {
+		var oe *election.OptionError
+		if !errors.Is(c.err, election.ErrInvalidOption) || !errors.As(c.err, &oe) || oe.Field != c.field || oe.Value != "nil" {
+			t.Errorf("%s = %v; want an *election.OptionError for %s = nil", c.what, c.err, c.field)
+		}
+	}
+	if err := term.Err(); err != nil {
+		t.Errorf("the Term ended after calls with nil arguments: %v", err)
+	}
+}

@@ -54,7 +54,7 @@ func (g *Gate) Enter(ctx context.Context) error {
 // and does nothing else.
 func CheckContext(ctx context.Context) error {
 	if ctx == nil {
-		return &election.OptionError{Field: "ctx", Value: "nil", Reason: "must not be nil; use context.Background() or a ctx with a deadline"}
+		return &election.OptionError{Field: "ctx", Value: "nil", Reason: "must not be nil; pass context.Background() if there is none"}
 	}
 	return nil
 }

@@ -699,3 +699,42 @@ func TestPriorityOrdersTheQueue(t *testing.T) {
 		results[next], prev, leader = nil, r.t, next
 	}
 }
+
+// A nil ctx, client or session is refused with an error naming it, never
+// a panic, and changes nothing: the leader's Term stays valid.
+func TestNilArguments(t *testing.T) {
+	var nilCtx context.Context // a variable: a literal nil ctx is what vet tools flag
+	cli := newClient(t, startEtcd(t))
+	e := newElector(t, cli, "/nil", "a")
+	term, err := e.Campaign(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, candErr := e.Candidates(nilCtx)
+	_, reqErr := e.RequestTransfer(nilCtx, "b")
+	_, newErr := etcd.New(nil, "/x")
+	_, sessCtxErr := etcd.NewSession(nilCtx, cli)
+	_, sessCliErr := etcd.NewSession(ctxT(t), nil)
+	_, onErr := etcd.NewWithSession(nil, "/x")
+	for _, c := range []struct {
+		what, field string
+		err         error
+	}{
+		{"Candidates(nil)", "ctx", candErr},
+		{"Transfer(nil)", "ctx", e.Transfer(nilCtx, term, "", election.KeepLeading)},
+		{"RequestTransfer(nil)", "ctx", reqErr},
+		{"Proclaim(nil)", "ctx", e.Proclaim(nilCtx, term, []byte("v"))},
+		{"New(nil client)", "client", newErr},
+		{"NewSession(nil ctx)", "ctx", sessCtxErr},
+		{"NewSession(nil client)", "client", sessCliErr},
+		{"NewWithSession(nil)", "session", onErr},
+	} {
+		var oe *election.OptionError
+		if !errors.Is(c.err, election.ErrInvalidOption) || !errors.As(c.err, &oe) || oe.Field != c.field || oe.Value != "nil" {
+			t.Errorf("%s = %v; want an *election.OptionError for %s = nil", c.what, c.err, c.field)
+		}
+	}
+	if err := term.Err(); err != nil {
+		t.Errorf("the Term ended after calls with nil arguments: %v", err)
+	}
+}
