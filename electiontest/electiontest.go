@@ -22,7 +22,9 @@
 // Candidate must pass the suite's options on to the backend's constructor
 // (they set ID, Value and Priority) after the harness's own (TTL and the
 // like). The suite closes every candidate it makes; the harness releases
-// whatever else it made (clients, servers) with t.Cleanup. Backends whose
+// whatever else it made (clients, servers) with t.Cleanup. A backend whose
+// elections have names sets Named as well, for the Names subtest: the one
+// name rule of package backend (ValidateName). Backends whose
 // time is fake (in-process ones) set Bubble so that every subtest runs in a
 // testing/synctest bubble.
 //
