@@ -119,6 +119,20 @@
 // defaults and bounds are the constants DefaultTTL, MinTTL, MaxTTL,
 // DefaultDrift, MaxDrift, DefaultMargin, MaxIDLen, MaxValueSize and IDChars.
 //
+// # Names
+//
+// An election's name follows one rule on every backend: an absolute
+// slash-separated path such as "/services/scheduler" (on etcd the prefix of
+// the election's keys, on ZooKeeper its node's path), of segments made of
+// ASCII letters, digits, '.', '_' and '-', at most 256 bytes long. A name
+// is never cleaned or completed: a constructor refuses, with an
+// *OptionError for "name" that says why, a relative name ("services/demo":
+// the error suggests "/services/demo"), a trailing "/" or a doubled one
+// (an empty segment), a "." or ".." segment, and a reserved segment: one
+// that begins with "_" (the backends' own keys and nodes live under the
+// name) or a first segment "zookeeper" (ZooKeeper's own). Package backend's
+// ValidateName is the rule, for backend authors.
+//
 // # Renewal hooks
 //
 // WithBeforeRenew runs before each lease renewal while leading; an error

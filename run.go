@@ -82,8 +82,8 @@ const (
 // OnDemoted for an OnElected that ran, and then propagates from Run with
 // the original value.
 func Run(ctx context.Context, e Elector, cb Callbacks) error {
-	if e == nil {
-		return &OptionError{Field: "Elector", Value: "nil", Reason: "Run needs an Elector"}
+	if err := checkArgs(ctx, e); err != nil {
+		return err
 	}
 	r := &runner{e: e, cb: cb}
 	rctx, stop := context.WithCancel(ctx)

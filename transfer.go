@@ -75,6 +75,9 @@ func (f Fallback) String() string {
 // errors.ErrUnsupported, with t untouched. A t that is not e's valid Term
 // gives ErrNotLeader.
 func Transfer(ctx context.Context, e Elector, t *Term, to string, fallback Fallback) error {
+	if err := checkArgs(ctx, e); err != nil {
+		return err
+	}
 	if fallback != KeepLeading && fallback != StepDown {
 		return &OptionError{Field: "Fallback", Value: fallback.String(), Reason: "must be KeepLeading or StepDown"}
 	}
@@ -100,6 +103,9 @@ func Transfer(ctx context.Context, e Elector, t *Term, to string, fallback Fallb
 // Candidates lists the candidates waiting in e's election (see Lister), or
 // returns an error wrapping errors.ErrUnsupported when e cannot.
 func Candidates(ctx context.Context, e Elector) ([]Leader, error) {
+	if err := checkArgs(ctx, e); err != nil {
+		return nil, err
+	}
 	l, ok := e.(Lister)
 	if !ok {
 		return nil, fmt.Errorf("election: %T cannot list its candidates: %w", e, errors.ErrUnsupported)
@@ -128,6 +134,9 @@ type TransferRequester interface {
 // ctx's error. An Elector that cannot returns an error wrapping
 // errors.ErrUnsupported.
 func RequestTransfer(ctx context.Context, e Elector, to string) (Leader, error) {
+	if err := checkArgs(ctx, e); err != nil {
+		return Leader{}, err
+	}
 	if to != "" {
 		if err := ValidateID(to); err != nil {
 			var oe *OptionError

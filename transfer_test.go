@@ -51,3 +51,33 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// A nil ctx or a nil Elector is refused with an error naming it, never a
+// panic.
+func TestNilArguments(t *testing.T) {
+	var nilCtx context.Context // a variable: a literal nil ctx is what vet tools flag
+	ctx := context.Background()
+	term, _ := election.NewTerm(must(election.NewOptions()), election.Leader{ID: "a", Token: 1}, time.Now())
+	for _, c := range []struct {
+		name, field string
+		call        func() error
+	}{
+		{"Run(nil ctx)", "ctx", func() error { return election.Run(nilCtx, plain{}, election.Callbacks{}) }},
+		{"Run(nil Elector)", "Elector", func() error { return election.Run(ctx, nil, election.Callbacks{}) }},
+		{"Transfer(nil ctx)", "ctx", func() error { return election.Transfer(nilCtx, plain{}, term, "", election.KeepLeading) }},
+		{"Transfer(nil Elector)", "Elector", func() error { return election.Transfer(ctx, nil, term, "", election.KeepLeading) }},
+		{"Candidates(nil ctx)", "ctx", func() error { _, err := election.Candidates(nilCtx, plain{}); return err }},
+		{"Candidates(nil Elector)", "Elector", func() error { _, err := election.Candidates(ctx, nil); return err }},
+		{"RequestTransfer(nil ctx)", "ctx", func() error { _, err := election.RequestTransfer(nilCtx, plain{}, ""); return err }},
+		{"RequestTransfer(nil Elector)", "Elector", func() error { _, err := election.RequestTransfer(ctx, nil, ""); return err }},
+	} {
+		err := c.call()
+		var oe *election.OptionError
+		if !errors.Is(err, election.ErrInvalidOption) || !errors.As(err, &oe) || oe.Field != c.field || oe.Value != "nil" {
+			t.Errorf("%s = %v, want an *OptionError for %s = nil", c.name, err, c.field)
+		}
+	}
+	if err := term.Err(); err != nil {
+		t.Errorf("a refused Transfer ended the Term: %v", err)
+	}
+}

@@ -22,7 +22,9 @@
 // Candidate must pass the suite's options on to the backend's constructor
 // (they set ID, Value and Priority) after the harness's own (TTL and the
 // like). The suite closes every candidate it makes; the harness releases
-// whatever else it made (clients, servers) with t.Cleanup. Backends whose
+// whatever else it made (clients, servers) with t.Cleanup. A backend whose
+// elections have names sets Named as well, for the Names subtest: the one
+// name rule of package backend (ValidateName). Backends whose
 // time is fake (in-process ones) set Bubble so that every subtest runs in a
 // testing/synctest bubble.
 //
@@ -74,6 +76,16 @@ type Harness struct {
 	// Handovers is the number of handovers of the SuccessiveHandovers
 	// subtest. Default 50.
 	Handovers int
+	// Named, when set, builds a candidate of the election called name
+	// (as Election.Candidate does, with the harness's options followed by
+	// opts), passing name to the backend's constructor unchanged and
+	// returning the constructor's error as is; the suite closes the
+	// Elector. The Names subtest needs it and is skipped without it: a
+	// name backend.ValidateName refuses must fail with that very error,
+	// and the others must make a working candidate. Those begin with a
+	// segment random per run, so they meet no other election of a store
+	// the harness shares between subtests or runs.
+	Named func(t *testing.T, name string, opts ...election.Option) (election.Elector, error)
 	// IgnoreGoroutines lists goroutines that outlive a subtest's candidates
 	// and harness cleanup legitimately (a client library's, say); see
 	// goleak.IgnoreTopFunction.
@@ -174,6 +186,8 @@ var subtests = []struct {
 	{"Priority", testPriority, false},
 	{"Preemption", testPreemption, false},
 	{"Transfer", testTransfer, false},
+	{"Names", testNames, false},
+	{"NilArguments", testNilArguments, false},
 	{"NoGoroutineLeft", testNoGoroutineLeft, true},
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/electiontest"
 	"github.com/electkit/election/internal/rig/refbackend"
 )
@@ -44,6 +45,15 @@ func refHarness(bugs refbackend.Bugs) electiontest.Harness {
 		Failover: refTTL + refTTL/3,
 		Handover: time.Nanosecond, // in-process: no time passes
 		Bubble:   true,
+		// The reference backend holds one election per store: a name
+		// is an election of a store of its own, after the rule every
+		// backend follows.
+		Named: func(t *testing.T, name string, opts ...election.Option) (election.Elector, error) {
+			if err := backend.ValidateName(name); err != nil {
+				return nil, err
+			}
+			return refbackend.NewStore(bugs).NewElector(append([]election.Option{election.WithTTL(refTTL)}, opts...)...)
+		},
 	}
 }
 

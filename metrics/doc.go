@@ -14,7 +14,7 @@
 //		return err
 //	}
 //	prometheus.MustRegister(m)
-//	e, err := etcd.New(cli, "orders", election.WithObserver(m.Observer()))
+//	e, err := etcd.New(cli, "/orders", election.WithObserver(m.Observer()))
 //	…
 //	err = election.Run(ctx, e, election.Callbacks{Observer: m.Observer(), …})
 //

@@ -18,7 +18,7 @@ import (
 
 // The metrics of one election, wired into election.Run and served by
 // promhttp. The election runs on backend/inmem; with etcd or ZooKeeper
-// only the constructor changes (etcd.New(cli, "orders",
+// only the constructor changes (etcd.New(cli, "/orders",
 // election.WithObserver(m.Observer()))).
 func Example() {
 	m, err := metrics.New("orders")

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -27,9 +25,6 @@ import (
 // ErrMalformedKey: a key under the election's prefix is not a candidate key
 // of this package (see MalformedKeyError).
 var ErrMalformedKey = errors.New("etcd election: malformed key")
-
-// MaxNameLen bounds the election name given to New, in bytes.
-const MaxNameLen = 1024
 
 // retryDelay is the pause before retrying a read, watch or keepalive that
 // failed for a reason other than the lease being gone.
@@ -115,8 +110,9 @@ func (c *candidacy) halt() {
 var _ election.Elector = (*Elector)(nil)
 
 // New returns a candidate of the election called name on the etcd cluster
-// cli talks to. name is the key prefix of the election ("/services/scheduler");
-// the election's keys live under name + "/". Each candidacy of the Elector
+// cli talks to. name is the key prefix of the election ("/services/scheduler",
+// see backend.ValidateName for the rule every backend's names follow); the
+// election's keys live under name + "/". Each candidacy of the Elector
 // holds a lease of its own; NewWithSession shares one among many Electors.
 // cli stays the caller's: Close does not close it. Bad options and a bad
 // name are refused with an error wrapping election.ErrInvalidOption.
@@ -148,7 +144,7 @@ func NewWithSession(s *Session, name string, opts ...election.Option) (*Elector,
 }
 
 func newElector(cli *clientv3.Client, s *Session, name string, opts []election.Option) (*Elector, error) {
-	if err := validateName(name); err != nil {
+	if err := backend.ValidateName(name); err != nil {
 		return nil, err
 	}
 	o, err := election.NewOptions(opts...)
@@ -156,34 +152,11 @@ func newElector(cli *clientv3.Client, s *Session, name string, opts []election.O
 		return nil, err
 	}
 	bg, stop := context.WithCancel(context.Background())
-	name = strings.TrimSuffix(name, "/")
 	gate := skeleton.NewGate()
 	return &Elector{
 		cli: cli, name: name, lay: newLayout(name), o: o, log: o.Logger, sess: s,
 		gate: gate, closing: gate.Closing(), bg: bg, stopBg: stop, obs: watch.NewFeed(),
 	}, nil
-}
-
-func validateName(name string) error {
-	bad := func(reason string) error {
-		return &election.OptionError{Field: "name", Value: election.QuoteValue(name), Reason: reason}
-	}
-	switch {
-	case strings.TrimSuffix(name, "/") == "":
-		return bad("must not be empty or only \"/\"")
-	case len(name) > MaxNameLen:
-		return bad(fmt.Sprintf("must be at most %d bytes", MaxNameLen))
-	case !utf8.ValidString(name):
-		return bad("must be valid UTF-8")
-	case strings.ContainsRune(name, 0):
-		return bad("must not contain NUL")
-	}
-	for seg := range strings.SplitSeq(name, "/") {
-		if strings.HasPrefix(seg, "_") {
-			return bad(fmt.Sprintf("segment %s begins with \"_\", which is reserved for the election's own keys", election.QuoteValue(seg)))
-		}
-	}
-	return nil
 }
 
 // Prefix returns the key prefix under which the election's keys live.
@@ -729,6 +702,9 @@ func (e *Elector) releasePending(ctx context.Context) {
 // for the next Campaign, Resign or Close; a private lease expires on its
 // own.
 func (e *Elector) Resign(ctx context.Context) error {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/record"
+	"github.com/electkit/election/internal/skeleton"
 )
 
 // candidacyOf returns the candidacy whose leadership t is, if it is the
@@ -54,6 +55,9 @@ func (e *Elector) LeaderCmp(t *election.Term) (clientv3.Cmp, error) {
 // fails with election.ErrNotLeader otherwise. The Term's own Leader keeps
 // the value it was elected with. value is bounded like WithValue.
 func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) error {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return err
+	}
 	if len(value) > election.MaxValueSize {
 		return &election.OptionError{Field: "Proclaim value", Value: fmt.Sprintf("%d bytes", len(value)), Reason: fmt.Sprintf("must be at most %d bytes", election.MaxValueSize)}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/skeleton"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -16,6 +17,9 @@ import (
 // malformed, Leader returns a *MalformedKeyError (errors.Is
 // ErrMalformedKey and election.ErrNoLeader) that names it.
 func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return election.Leader{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return election.Leader{}, err
 	}
@@ -52,7 +56,7 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed { // Close may be waiting on wg: start nothing
+	if e.closed || ctx == nil { // Close may be waiting on wg: start nothing
 		return watch.Closed()
 	}
 	return e.obs.Stream(ctx, e.closing, &e.wg, e.observeLoop)

@@ -21,6 +21,9 @@ var _ election.TransferRequester = (*Elector)(nil)
 // leads, the leader answers that it cannot, or two lease windows pass.
 // The request key is deleted before it returns.
 func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Leader, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return election.Leader{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return election.Leader{}, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/lograte"
+	"github.com/electkit/election/internal/skeleton"
 )
 
 // Session is one etcd lease, kept alive by one renewal loop, that carries
@@ -78,6 +79,9 @@ type renewal struct {
 // TTL/(1+Drift) − Margin) and the Logger count; every Elector on the
 // Session takes its TTL. cli stays the caller's.
 func NewSession(ctx context.Context, cli *clientv3.Client, opts ...election.Option) (*Session, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return nil, err
+	}
 	if cli == nil {
 		return nil, &election.OptionError{Field: "client", Value: "nil", Reason: "an etcd client is required"}
 	}

@@ -64,6 +64,9 @@ func (e *Elector) readQueue(ctx context.Context) ([]waiter, error) {
 // Candidates implements election.Lister: one read of the whole queue
 // (see readQueue).
 func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -120,6 +123,9 @@ func (e *Elector) leading(t *election.Term) (*candidacy, error) {
 // transaction (see layout.go, N/_t) and watches the leader key until the
 // target has created it.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return err
+	}
 	c, err := e.leading(t)
 	if err != nil {
 		return err

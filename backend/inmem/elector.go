@@ -182,10 +182,13 @@ func (e *Elector) stepDown(r *runner, ts *termState, cause error) {
 // leader at once, and the node stops standing for election, which starts
 // an election at once among the other admitted candidates (or admits the
 // waiting ones, if none is left). Nothing of it waits on the network, so
-// Resign does all of it even when ctx is already done, and returns nil.
-// It does not wait for a renewal hook that is running (a hook may call
+// Resign does all of it even when ctx is already done, and returns nil
+// (a nil ctx alone is refused, and nothing done). It does not wait for a renewal hook that is running (a hook may call
 // Resign); Close does.
-func (e *Elector) Resign(context.Context) error {
+func (e *Elector) Resign(ctx context.Context) error {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return err
+	}
 	c := e.c
 	c.ops.Lock()
 	err := e.resign()
@@ -222,6 +225,9 @@ func (e *Elector) resign() error {
 // renewed for its lease window. While crashed it fails with
 // election.ErrSessionLost.
 func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return election.Leader{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return election.Leader{}, err
 	}
@@ -248,7 +254,7 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
 	e.c.mu.Lock()
 	defer e.c.mu.Unlock()
-	if e.closed {
+	if e.closed || ctx == nil {
 		ch := make(chan election.Leader)
 		close(ch)
 		return ch

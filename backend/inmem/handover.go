@@ -86,6 +86,9 @@ func (c *Cluster) waitingLocked() []*Elector {
 // every member, partitions or not. It fails with election.ErrClosed after
 // Close and election.ErrSessionLost while the member is crashed.
 func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -120,6 +123,9 @@ func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
 // closed, the hand-over lapses (the target goes back to the gate, in its
 // place) and the next leader comes from the normal order.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return err
+	}
 	c := e.c
 	c.ops.Lock()
 	c.mu.Lock()

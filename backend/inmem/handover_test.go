@@ -258,6 +258,30 @@ func TestTransferRefused(t *testing.T) {
 	})
 }
 
+// A nil ctx is refused with an error naming it, and changes nothing.
+func TestNilContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var nilCtx context.Context // a variable: a literal nil ctx is what vet tools flag
+		c := newCluster(t, Ring)
+		es := join(t, c, 2)
+		first := next(t, campaignBatch(context.Background(), c, es[0]), 10*time.Second, "leader")
+		_, err := es[0].Candidates(nilCtx)
+		for what, err := range map[string]error{
+			"Candidates(nil)": err,
+			"Transfer(nil)":   es[0].Transfer(nilCtx, first.t, "", election.KeepLeading),
+			"Resign(nil)":     es[0].Resign(nilCtx),
+		} {
+			var oe *election.OptionError
+			if !errors.Is(err, election.ErrInvalidOption) || !errors.As(err, &oe) || oe.Field != "ctx" {
+				t.Errorf("%s = %v, want an *election.OptionError for ctx", what, err)
+			}
+		}
+		if err := first.t.Err(); err != nil {
+			t.Errorf("the Term ended after calls with a nil ctx: %v", err)
+		}
+	})
+}
+
 // Preemption takes the preemptor alone: the other admitted candidates of
 // the leader's batch go back to the gate and lead after it, in the normal
 // order. A challenger that withdraws before the hold-off starts its wait

@@ -10,6 +10,8 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
+	"github.com/electkit/election/internal/skeleton"
 )
 
 // DialConfig says how Dial connects.
@@ -33,7 +35,10 @@ type DialConfig struct {
 // Term must end before the server can expire the session, and logs that it
 // did. Session events wake the leader at once, where an Elector of New
 // notices a disconnect within a few milliseconds.
-func Dial(ctx context.Context, dc DialConfig, path string, opts ...election.Option) (*Elector, error) {
+func Dial(ctx context.Context, dc DialConfig, name string, opts ...election.Option) (*Elector, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return nil, err
+	}
 	if len(dc.Servers) == 0 {
 		return nil, &election.OptionError{Field: "Servers", Value: "[]", Reason: "at least one ZooKeeper server address is required"}
 	}
@@ -42,7 +47,7 @@ func Dial(ctx context.Context, dc DialConfig, path string, opts ...election.Opti
 			return nil, &election.OptionError{Field: "Servers", Value: fmt.Sprintf("%q", dc.Servers), Reason: "must not contain an empty address"}
 		}
 	}
-	if err := validatePath(path); err != nil {
+	if err := backend.ValidateName(name); err != nil {
 		return nil, err
 	}
 	cfg := dc.Config
@@ -95,7 +100,7 @@ func Dial(ctx context.Context, dc DialConfig, path string, opts ...election.Opti
 			return nil, fmt.Errorf("zk election: digest authentication on %v: %w", dc.Servers, err)
 		}
 	}
-	e, err := NewConfig(conn, path, cfg, opts...)
+	e, err := NewConfig(conn, name, cfg, opts...)
 	if err != nil {
 		conn.Close()
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/backend/zk"
 	"github.com/electkit/election/internal/rig/faultproxy"
 	"github.com/electkit/election/internal/rig/zktest"
@@ -103,10 +104,11 @@ func waitDone(t *testing.T, term *election.Term, within time.Duration, what stri
 
 func TestBadInput(t *testing.T) {
 	conn := newConn(t)
-	for _, p := range []string{"", "/", "x", "/a/", "/a//b", "/a/./b", "/a/../b", "/zookeeper", "/zookeeper/x", "/a\x00b", "/a\x01"} {
+	for _, p := range []string{"", "/", "x", "services/demo", "/a/", "/a//b", "/a/./b", "/a/../b", "/zookeeper", "/zookeeper/x", "/a\x00b", "/a\x01", "/a b", "/a/_c"} {
 		_, err := zk.New(conn, p)
-		if !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "path") {
-			t.Errorf("New(%q) = %v; want an ErrInvalidOption naming the path", p, err)
+		want := backend.ValidateName(p)
+		if !errors.Is(err, election.ErrInvalidOption) || want == nil || err.Error() != want.Error() {
+			t.Errorf("New(%q) = %v; want %v", p, err, want)
 		}
 	}
 	if _, err := zk.New(nil, "/a"); !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "conn") {
@@ -598,5 +600,41 @@ func TestQueueNodeDeleted(t *testing.T) {
 	case r := <-chd:
 		t.Fatalf("d (priority 0, first to queue) led before c (priority 1): %v, %v", r.t, r.err)
 	default:
+	}
+}
+
+// A nil ctx or connection is refused with an error naming it, never a
+// panic, and changes nothing: the leader's Term stays valid.
+func TestNilArguments(t *testing.T) {
+	var nilCtx context.Context // a variable: a literal nil ctx is what vet tools flag
+	e := newElector(t, newConn(t), newPath(t), "a")
+	term, err := e.Campaign(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, candErr := e.Candidates(nilCtx)
+	_, reqErr := e.RequestTransfer(nilCtx, "b")
+	_, newErr := zk.New(nil, "/x")
+	_, cfgErr := zk.NewConfig(nil, "/x", zk.Config{})
+	_, dialErr := zk.Dial(nilCtx, zk.DialConfig{Servers: []string{"127.0.0.1:1"}}, "/x")
+	for _, c := range []struct {
+		what, field string
+		err         error
+	}{
+		{"Candidates(nil)", "ctx", candErr},
+		{"Transfer(nil)", "ctx", e.Transfer(nilCtx, term, "", election.KeepLeading)},
+		{"RequestTransfer(nil)", "ctx", reqErr},
+		{"Proclaim(nil)", "ctx", e.Proclaim(nilCtx, term, []byte("v"))},
+		{"New(nil conn)", "conn", newErr},
+		{"NewConfig(nil conn)", "conn", cfgErr},
+		{"Dial(nil ctx)", "ctx", dialErr},
+	} {
+		var oe *election.OptionError
+		if !errors.Is(c.err, election.ErrInvalidOption) || !errors.As(c.err, &oe) || oe.Field != c.field || oe.Value != "nil" {
+			t.Errorf("%s = %v; want an *election.OptionError for %s = nil", c.what, c.err, c.field)
+		}
+	}
+	if err := term.Err(); err != nil {
+		t.Errorf("the Term ended after calls with nil arguments: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/record"
+	"github.com/electkit/election/internal/skeleton"
 )
 
 // CheckOp returns an operation for gozk.Conn.Multi that succeeds only while
@@ -70,6 +71,9 @@ func (e *Elector) current(t *election.Term) (*candidacy, error) {
 // ErrNotLeader once the leadership is gone. value is checked like
 // WithValue's.
 func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) error {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return err
+	}
 	if len(value) > election.MaxValueSize {
 		return &election.OptionError{Field: "value", Value: fmt.Sprintf("%d bytes", len(value)), Reason: fmt.Sprintf("must be at most %d bytes", election.MaxValueSize)}
 	}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	gozk "github.com/go-zookeeper/zk"
 
@@ -340,45 +339,6 @@ func (e *MalformedNodeError) Error() string {
 // Unwrap returns ErrMalformedNode and election.ErrNoLeader.
 func (e *MalformedNodeError) Unwrap() []error {
 	return []error{ErrMalformedNode, election.ErrNoLeader}
-}
-
-// MaxPathLen bounds the election path given to New, in bytes.
-const MaxPathLen = 1024
-
-// validatePath checks an election path: absolute, no empty, "." or ".."
-// segment, no trailing slash, not the root, not under /zookeeper.
-func validatePath(path string) error {
-	bad := func(reason string) error {
-		return &election.OptionError{Field: "path", Value: election.QuoteValue(path), Reason: reason}
-	}
-	switch {
-	case path == "" || path == "/":
-		return bad("must name a node below the root, e.g. \"/services/scheduler\"")
-	case path[0] != '/':
-		return bad("must start with \"/\"")
-	case strings.HasSuffix(path, "/"):
-		return bad("must not end with \"/\"")
-	case len(path) > MaxPathLen:
-		return bad(fmt.Sprintf("must be at most %d bytes", MaxPathLen))
-	case !utf8.ValidString(path):
-		return bad("must be valid UTF-8")
-	case path == "/zookeeper" || strings.HasPrefix(path, "/zookeeper/"):
-		return bad("must not be under /zookeeper, which the server reserves")
-	}
-	for _, seg := range strings.Split(path[1:], "/") {
-		switch {
-		case seg == "":
-			return bad("must not contain an empty segment (\"//\")")
-		case seg == "." || seg == "..":
-			return bad("must not contain \".\" or \"..\" segments")
-		}
-		for _, r := range seg {
-			if r == 0 || (r > 0 && r < 0x20) || r == 0x7f || (r >= 0xd800 && r <= 0xf8ff) || (r >= 0xfff0 && r <= 0xffff) {
-				return bad(fmt.Sprintf("must not contain the character %U", r))
-			}
-		}
-	}
-	return nil
 }
 
 // handover is the record of a pending hand-over (_t): the candidate node

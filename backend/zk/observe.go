@@ -10,6 +10,7 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/record"
+	"github.com/electkit/election/internal/skeleton"
 	"github.com/electkit/election/internal/watch"
 )
 
@@ -21,6 +22,9 @@ import (
 // *MalformedNodeError (errors.Is ErrMalformedNode and election.ErrNoLeader)
 // that names it. A malformed or persistent leader node gives one too.
 func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return election.Leader{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return election.Leader{}, err
 	}
@@ -162,7 +166,7 @@ func (e *Elector) readErr(what string, err error) error {
 func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed { // Close may be waiting on wg: start nothing
+	if e.closed || ctx == nil { // Close may be waiting on wg: start nothing
 		return watch.Closed()
 	}
 	return e.obs.Stream(ctx, e.closing, &e.wg, e.observeLoop)

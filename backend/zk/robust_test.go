@@ -222,8 +222,8 @@ func TestEndedTermsAreForgotten(t *testing.T) {
 	eventually(t, "ended Terms forgotten", func() bool { return zk.Clocks(a) == 0 })
 }
 
-// A refused path names itself in part, not its whole kilobyte.
-func TestLongPathErrorIsBounded(t *testing.T) {
+// A refused name names itself in part, not its whole kilobyte.
+func TestLongNameErrorIsBounded(t *testing.T) {
 	_, err := zk.New(newConn(t), "/"+strings.Repeat("p", 1500), election.WithID("a"))
 	if !errors.Is(err, election.ErrInvalidOption) || len(err.Error()) > 300 || !strings.Contains(err.Error(), "1501 bytes") {
 		t.Errorf("New with a 1501-byte path = %v (%d bytes)", err, len(err.Error()))

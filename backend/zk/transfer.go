@@ -92,6 +92,9 @@ func (e *Elector) readWaiting(ctx context.Context, order []child, skip string) (
 // out) and every candidate node, in order: highest Priority first, then
 // first come, first served. Malformed nodes and blockers are left out.
 func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -150,6 +153,9 @@ func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
 // target's node goes, after one lease window, when ctx ends or the
 // Elector closes.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return err
+	}
 	c, err := e.current(t)
 	if err != nil {
 		return err

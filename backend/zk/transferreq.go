@@ -9,6 +9,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/record"
+	"github.com/electkit/election/internal/skeleton"
 )
 
 // requestName is the transfer request node: ephemeral, of the requester's
@@ -24,6 +25,9 @@ var _ election.TransferRequester = (*Elector)(nil)
 // cannot, or two lease windows pass; then it deletes the node. One request
 // at a time per election: while another is pending it fails.
 func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Leader, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return election.Leader{}, err
+	}
 	cur, err := e.Leader(ctx)
 	if err != nil {
 		return election.Leader{}, err

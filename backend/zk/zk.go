@@ -97,14 +97,16 @@ func (c *candidacy) halt() { c.stopOnce.Do(func() { close(c.stop) }) }
 
 var _ election.Elector = (*Elector)(nil)
 
-// New returns a candidate of the election at path on the ZooKeeper
-// ensemble conn talks to, with the default Config. conn stays the caller's:
-// Close does not close it.
+// New returns a candidate of the election called name on the ZooKeeper
+// ensemble conn talks to, with the default Config. name is the election's
+// path ("/services/scheduler"; backend.ValidateName states the rule every
+// backend's names follow); Campaign creates it and its missing parents.
+// conn stays the caller's: Close does not close it.
 //
 // The Term's deadline is computed from the TTL option, which must not
 // exceed the session timeout the server granted conn (servers clamp the
 // requested timeout to 2–20 ticks): set WithTTL to that timeout. Dial does
-// this itself. Bad options and a bad path are refused with an error
+// this itself. Bad options and a bad name are refused with an error
 // wrapping election.ErrInvalidOption.
 //
 // Electors made by New on one conn share its session, as etcd's Electors
@@ -116,16 +118,16 @@ var _ election.Elector = (*Elector)(nil)
 // among them) one multi carries every leader's check of its own node, so
 // 10,000 leaderships on a conn cost one request per tick, not 10,000;
 // each Elector still watches its own predecessor.
-func New(conn *gozk.Conn, path string, opts ...election.Option) (*Elector, error) {
-	return NewConfig(conn, path, Config{}, opts...)
+func New(conn *gozk.Conn, name string, opts ...election.Option) (*Elector, error) {
+	return NewConfig(conn, name, Config{}, opts...)
 }
 
 // NewConfig is New with ZooKeeper-specific settings.
-func NewConfig(conn *gozk.Conn, path string, cfg Config, opts ...election.Option) (*Elector, error) {
+func NewConfig(conn *gozk.Conn, name string, cfg Config, opts ...election.Option) (*Elector, error) {
 	if conn == nil {
 		return nil, &election.OptionError{Field: "conn", Value: "nil", Reason: "a ZooKeeper connection is required"}
 	}
-	if err := validatePath(path); err != nil {
+	if err := backend.ValidateName(name); err != nil {
 		return nil, err
 	}
 	if err := cfg.Validate(); err != nil {
@@ -139,7 +141,7 @@ func NewConfig(conn *gozk.Conn, path string, cfg Config, opts ...election.Option
 	bg, stop := context.WithCancel(context.Background())
 	gate := skeleton.NewGate()
 	return &Elector{
-		conn: conn, path: path, o: o, cfg: cfg, log: o.Logger,
+		conn: conn, path: name, o: o, cfg: cfg, log: o.Logger,
 		gate: gate, closing: gate.Closing(), bg: bg, stopBg: stop, obs: watch.NewFeed(),
 	}, nil
 }
@@ -216,6 +218,9 @@ var errNodeGone = errors.New("zk election: candidate node gone")
 // background until it succeeds; the node goes with the session at the
 // latest.
 func (e *Elector) Resign(ctx context.Context) error {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()

@@ -98,7 +98,7 @@ executed; 127 CMD not found.`,
 		example: `ELECTION_PASSWORD=… elect run --name /services/scheduler --user sched \
   --endpoints https://10.0.0.1:2379 --cacert ca.pem --ttl 5s --value "$(hostname):8080" \
   -- ./scheduler --fencing-token-env ELECTION_TOKEN
-elect run --backend inmem --name try -- sh -c 'echo "leading with token $ELECTION_TOKEN"'`,
+elect run --backend inmem --name /try -- sh -c 'echo "leading with token $ELECTION_TOKEN"'`,
 		setup: func(f *flagSet) func(context.Context, io.Writer) error {
 			f.takesArgs = true
 			ef := defineElectionFlags(f, true, false)

@@ -384,7 +384,7 @@ func TestRunEnvironment(t *testing.T) {
 
 // A command that cannot be found exits 127 before campaigning.
 func TestRunCommandNotFound(t *testing.T) {
-	code, _, errOut := elect(t, "run", "--backend", "inmem", "--name", "x", "--", "/nonexistent/command")
+	code, _, errOut := elect(t, "run", "--backend", "inmem", "--name", "/x", "--", "/nonexistent/command")
 	if code != exitNotFound || !strings.Contains(errOut, `"/nonexistent/command"`) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
@@ -511,38 +511,40 @@ func TestRunUsageErrors(t *testing.T) {
 		want string
 	}{
 		{nil, []string{"run", "--", "true"}, "--name: required"},
-		{nil, []string{"run", "--name", "x"}, "no command given"},
-		{nil, []string{"run", "--name", "x", "--ttl", "2s", "--grace", "5s", "--", "true"}, "--grace=5s: must be at most 840ms with a lease TTL of 2s"},
-		{nil, []string{"run", "--name", "x", "--grace", "-1s", "--", "true"}, "--grace=-1s: must not be negative"},
-		{nil, []string{"run", "--name", "x", "--listen", "9090", "--", "true"}, "--listen=9090: must be HOST:PORT"},
-		{nil, []string{"run", "--name", "x", "--listen", "127.0.0.1:http", "--", "true"}, `--listen=127.0.0.1:http: port "http" must be a number`},
-		{nil, []string{"run", "--name", "x", "--progress", "-1s", "--", "true"}, "--progress=-1s: must not be negative"},
-		{nil, []string{"run", "--name", "x", "--timeout", "-1s", "--", "true"}, "--timeout=-1s: must not be negative"},
-		{nil, []string{"run", "--name", "x", "--ttl", "500ms", "--", "true"}, "--ttl=500ms: must be between 1s and 10m0s"},
-		{nil, []string{"run", "--name", "x", "--id", "bad id", "--", "true"}, `--id=bad id: has " " at byte 3`},
-		{nil, []string{"run", "--name", "x", "--endpoints", "foo", "--", "true"}, `--endpoints=foo: "foo" is not host:port`},
-		{nil, []string{"run", "--name", "x", "--endpoints", "ftp://h:1", "--", "true"}, `--endpoints=ftp://h:1: "ftp://h:1" is neither host:port nor an http:// or https:// URL`},
-		{nil, []string{"run", "--name", "x", "--endpoints", "http://a:1,https://b:2", "--", "true"}, "mixes http:// and https://"},
-		{nil, []string{"run", "--name", "x", "--cacert", "/nonexistent.pem", "--", "true"}, "--cacert=/nonexistent.pem: no such file or directory"},
-		{nil, []string{"run", "--name", "x", "--cacert", empty, "--", "true"}, "--cacert=" + empty + ": holds no PEM certificate"},
-		{nil, []string{"run", "--name", "x", "--cert", "c.pem", "--", "true"}, "--cert=c.pem: needs --key too"},
-		{nil, []string{"run", "--name", "x", "--user", "bob", "--", "true"}, "--user=bob: needs a password: set ELECTION_PASSWORD or --password-file"},
-		{nil, []string{"run", "--name", "x", "--user", "bob:pw", "--", "true"}, "--user=bob:pw: has a colon"},
-		{nil, []string{"run", "--name", "x", "--password-file", empty, "--", "true"}, "--password-file=" + empty + ": is for --user, which is not set"},
-		{nil, []string{"run", "--name", "x", "--user", "bob", "--password-file", empty, "--", "true"}, "--password-file=" + empty + ": is empty"},
-		{[]string{"ELECTION_PASSWORD=pw"}, []string{"run", "--name", "x", "--", "true"}, "ELECTION_PASSWORD is set but --user is not"},
-		{[]string{"ELECTION_ENDPOINTS=nope"}, []string{"run", "--name", "x", "--", "true"}, `ELECTION_ENDPOINTS=nope: "nope" is not host:port`},
-		{nil, []string{"run", "--backend", "inmem", "--name", "x", "--endpoints", "h:1", "--", "true"}, "--endpoints=h:1: only for --backend etcd (the backend is inmem)"},
-		{nil, []string{"run", "--backend", "zk", "--name", "x", "--", "true"}, "--name=x: on ZooKeeper, the election path: must start with"},
+		{nil, []string{"run", "--name", "/x"}, "no command given"},
+		{nil, []string{"run", "--name", "/x", "--ttl", "2s", "--grace", "5s", "--", "true"}, "--grace=5s: must be at most 840ms with a lease TTL of 2s"},
+		{nil, []string{"run", "--name", "/x", "--grace", "-1s", "--", "true"}, "--grace=-1s: must not be negative"},
+		{nil, []string{"run", "--name", "/x", "--listen", "9090", "--", "true"}, "--listen=9090: must be HOST:PORT"},
+		{nil, []string{"run", "--name", "/x", "--listen", "127.0.0.1:http", "--", "true"}, `--listen=127.0.0.1:http: port "http" must be a number`},
+		{nil, []string{"run", "--name", "/x", "--progress", "-1s", "--", "true"}, "--progress=-1s: must not be negative"},
+		{nil, []string{"run", "--name", "/x", "--timeout", "-1s", "--", "true"}, "--timeout=-1s: must not be negative"},
+		{nil, []string{"run", "--name", "/x", "--ttl", "500ms", "--", "true"}, "--ttl=500ms: must be between 1s and 10m0s"},
+		{nil, []string{"run", "--name", "/x", "--id", "bad id", "--", "true"}, `--id=bad id: has " " at byte 3`},
+		{nil, []string{"run", "--name", "/x", "--endpoints", "foo", "--", "true"}, `--endpoints=foo: "foo" is not host:port`},
+		{nil, []string{"run", "--name", "/x", "--endpoints", "ftp://h:1", "--", "true"}, `--endpoints=ftp://h:1: "ftp://h:1" is neither host:port nor an http:// or https:// URL`},
+		{nil, []string{"run", "--name", "/x", "--endpoints", "http://a:1,https://b:2", "--", "true"}, "mixes http:// and https://"},
+		{nil, []string{"run", "--name", "/x", "--cacert", "/nonexistent.pem", "--", "true"}, "--cacert=/nonexistent.pem: no such file or directory"},
+		{nil, []string{"run", "--name", "/x", "--cacert", empty, "--", "true"}, "--cacert=" + empty + ": holds no PEM certificate"},
+		{nil, []string{"run", "--name", "/x", "--cert", "c.pem", "--", "true"}, "--cert=c.pem: needs --key too"},
+		{nil, []string{"run", "--name", "/x", "--user", "bob", "--", "true"}, "--user=bob: needs a password: set ELECTION_PASSWORD or --password-file"},
+		{nil, []string{"run", "--name", "/x", "--user", "bob:pw", "--", "true"}, "--user=bob:pw: has a colon"},
+		{nil, []string{"run", "--name", "/x", "--password-file", empty, "--", "true"}, "--password-file=" + empty + ": is for --user, which is not set"},
+		{nil, []string{"run", "--name", "/x", "--user", "bob", "--password-file", empty, "--", "true"}, "--password-file=" + empty + ": is empty"},
+		{[]string{"ELECTION_PASSWORD=pw"}, []string{"run", "--name", "/x", "--", "true"}, "ELECTION_PASSWORD is set but --user is not"},
+		{[]string{"ELECTION_ENDPOINTS=nope"}, []string{"run", "--name", "/x", "--", "true"}, `ELECTION_ENDPOINTS=nope: "nope" is not host:port`},
+		{nil, []string{"run", "--backend", "inmem", "--name", "/x", "--endpoints", "h:1", "--", "true"}, "--endpoints=h:1: only for --backend etcd (the backend is inmem)"},
+		{nil, []string{"run", "--name", "x", "--", "true"}, `--name=x: must be an absolute path such as "/x"`},
+		{nil, []string{"run", "--backend", "zk", "--name", "/a//b", "--", "true"}, `--name=/a//b: has an empty segment ("//") at byte 2; use "/a/b"`},
+		{nil, []string{"leader", "--name", "/svc/"}, `--name=/svc/: must not end with "/"; use "/svc"`},
 		{nil, []string{"run", "--backend", "zk", "--name", "/x", "--servers", "nohost", "--", "true"}, "--servers=nohost: \"nohost\" is not host:port"},
 		{nil, []string{"run", "--backend", "zk", "--name", "/x", "--zk-user", "u", "--", "true"}, "--zk-user=u: needs a password"},
 		{nil, []string{"run", "--backend", "etcd", "--name", "/x", "--servers", "h:1", "--", "true"}, "--servers=h:1: only for --backend zk"},
-		{nil, []string{"observe", "--backend", "inmem", "--name", "x"}, "--backend=inmem: its election lives inside one elect process"},
-		{nil, []string{"observe", "--name", "x", "--json=maybe"}, "--json=maybe: not a boolean"},
-		{nil, []string{"observe", "--name", "x", "extra"}, `unexpected argument "extra"`},
+		{nil, []string{"observe", "--backend", "inmem", "--name", "/x"}, "--backend=inmem: its election lives inside one elect process"},
+		{nil, []string{"observe", "--name", "/x", "--json=maybe"}, "--json=maybe: not a boolean"},
+		{nil, []string{"observe", "--name", "/x", "extra"}, `unexpected argument "extra"`},
 		{nil, []string{"leader"}, "--name: required"},
-		{nil, []string{"leader", "--name", "x", "--dial-timeout", "0s"}, "--dial-timeout=0s: must be positive"},
-		{nil, []string{"leader", "--name", "x", "--id", "a"}, "unknown flag --id"},
+		{nil, []string{"leader", "--name", "/x", "--dial-timeout", "0s"}, "--dial-timeout=0s: must be positive"},
+		{nil, []string{"leader", "--name", "/x", "--id", "a"}, "unknown flag --id"},
 	} {
 		for _, kv := range tc.env {
 			k, v, _ := strings.Cut(kv, "=")
@@ -558,7 +560,7 @@ func TestRunUsageErrors(t *testing.T) {
 		}
 	}
 	// A store that does not answer is a failure (1), not a usage error.
-	code, _, errOut := elect(t, "leader", "--name", "x", "--endpoints", "127.0.0.1:1", "--dial-timeout", "200ms")
+	code, _, errOut := elect(t, "leader", "--name", "/x", "--endpoints", "127.0.0.1:1", "--dial-timeout", "200ms")
 	if code != exitFailure || !strings.Contains(errOut, "etcd at 127.0.0.1:1: no answer within --dial-timeout=200ms") {
 		t.Errorf("unreachable etcd: exit %d, stderr %q", code, errOut)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 )
 
 // This file is how elect run, observe and leader pick a backend and reach
@@ -79,7 +80,7 @@ func defineElectionFlags(f *flagSet, candidate, sharedOnly bool) *electionFlags 
 	ef := &electionFlags{sharedOnly: sharedOnly, openers: map[string]opener{}, owners: map[string][]string{}}
 	names := storeBackendNames(sharedOnly)
 	f.String(&ef.backend, "backend", "NAME", names[0], "where the election lives: "+strings.Join(names, ", "))
-	f.String(&ef.name, "name", "NAME", "", "the election's name, shared by its candidates; on etcd the key prefix (e.g. /services/scheduler); required")
+	f.String(&ef.name, "name", "NAME", "", "the election's name, shared by its candidates: an absolute path such as /services/scheduler (on etcd the key prefix, on ZooKeeper the node's path); required")
 	if candidate {
 		f.String(&ef.id, "id", "ID", "", "this candidate's ID, unique in the election (default <host>-<pid>-<random>)")
 		f.String(&ef.value, "value", "TEXT", "", "published with the leadership, e.g. the address to send requests to")
@@ -121,6 +122,9 @@ func (ef *electionFlags) check(f *flagSet, candidate bool) ([]election.Option, e
 	}
 	if strings.TrimSpace(ef.name) == "" {
 		return nil, usagef("--name: required: the election's name, the same for all its candidates (e.g. --name /services/scheduler)")
+	}
+	if err := backend.ValidateName(strings.TrimSpace(ef.name)); err != nil {
+		return nil, f.Bad("name", "%s", reason(err))
 	}
 	if !candidate {
 		return nil, nil

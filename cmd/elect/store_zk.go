@@ -91,8 +91,8 @@ func (c *zkConn) open(ctx context.Context, f *flagSet, name string, opts []elect
 	e, err := zk.Dial(dctx, dc, name, opts...)
 	if err != nil {
 		var oe *election.OptionError
-		if errors.As(err, &oe) && oe.Field == "path" {
-			return nil, nil, f.Bad("name", "on ZooKeeper, the election path: %s", oe.Reason)
+		if errors.As(err, &oe) && oe.Field == "name" {
+			return nil, nil, f.Bad("name", "%s", oe.Reason)
 		}
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no session within --zk-connect-timeout=%v", c.connTimeout)

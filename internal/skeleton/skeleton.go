@@ -29,9 +29,13 @@ func NewGate() *Gate {
 }
 
 // Enter waits for the Campaign before this one to leave. It returns
-// ctx.Err() if ctx ends first (or has ended), and election.ErrClosed once
-// Close has begun. On nil, the caller must Leave.
+// ctx.Err() if ctx ends first (or has ended), election.ErrClosed once
+// Close has begun, and CheckContext's error for a nil ctx. On nil, the
+// caller must Leave.
 func (g *Gate) Enter(ctx context.Context) error {
+	if err := CheckContext(ctx); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -43,6 +47,16 @@ func (g *Gate) Enter(ctx context.Context) error {
 	case <-g.closing:
 		return election.ErrClosed
 	}
+}
+
+// CheckContext refuses a nil ctx: every method that takes one returns this
+// error (it wraps election.ErrInvalidOption) instead of panicking later,
+// and does nothing else.
+func CheckContext(ctx context.Context) error {
+	if ctx == nil {
+		return &election.OptionError{Field: "ctx", Value: "nil", Reason: "must not be nil; pass context.Background() if there is none"}
+	}
+	return nil
 }
 
 // Leave lets the next Campaign in.

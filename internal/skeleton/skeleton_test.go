@@ -128,3 +128,19 @@ func TestWaiting(t *testing.T) {
 		}
 	})
 }
+
+func TestNilContext(t *testing.T) {
+	var nilCtx context.Context // a variable: a literal nil ctx is what vet tools flag
+	g := NewGate()
+	err := g.Enter(nilCtx)
+	var oe *election.OptionError
+	if !errors.Is(err, election.ErrInvalidOption) || !errors.As(err, &oe) || oe.Field != "ctx" || oe.Value != "nil" {
+		t.Errorf("Enter(nil) = %v, want an *election.OptionError for ctx = nil", err)
+	}
+	if err := g.Enter(context.Background()); err != nil {
+		t.Errorf("Enter after a refused Enter(nil) = %v, want nil: the gate was not taken", err)
+	}
+	if err := CheckContext(context.Background()); err != nil {
+		t.Errorf("CheckContext(Background) = %v", err)
+	}
+}

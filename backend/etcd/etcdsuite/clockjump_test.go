@@ -12,7 +12,7 @@ import (
 // renewals go on, its Term stays valid, nobody else is elected.
 func TestWallClockJumps(t *testing.T) {
 	eps := startEtcd(t)
-	name := "jumps"
+	name := "/jumps"
 	electiontest.HoldsThroughClockJumps(t, 2*time.Second, patience, func(t *testing.T, opts ...election.Option) election.Elector {
 		return newElector(t, newClient(t, eps), name, "", opts...)
 	})

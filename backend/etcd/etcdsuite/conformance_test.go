@@ -121,5 +121,20 @@ func conformance(t *testing.T, session bool) {
 		},
 		Failover:  2*time.Second + time.Second,
 		Handovers: 30,
+		Named: func(t *testing.T, name string, opts ...election.Option) (election.Elector, error) {
+			cli := newClient(t, eps)
+			var e *etcd.Elector
+			var err error
+			if session {
+				s := newSession(t, cli)
+				e, err = etcd.NewWithSession(s, name, opts...)
+			} else {
+				e, err = etcd.New(cli, name, append([]election.Option{election.WithTTL(2 * time.Second)}, opts...)...)
+			}
+			if err != nil {
+				return nil, err // not a nil *etcd.Elector in an interface
+			}
+			return e, nil
+		},
 	})
 }

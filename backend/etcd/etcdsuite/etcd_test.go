@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/backend/etcd"
 )
 
@@ -151,10 +152,13 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{nil, "/e", nil, "client = nil"},
 		{cli, "", nil, `name = ""`},
 		{cli, "/", nil, `name = "/"`},
-		{cli, "/e\x00x", nil, "NUL"},
-		{cli, strings.Repeat("x", etcd.MaxNameLen+1), nil, "at most 1024"},
+		{cli, "/e\x00x", nil, `has "\x00" at byte 2`},
+		{cli, "/" + strings.Repeat("x", backend.MaxNameLen), nil, "more than MaxNameLen (256)"},
 		{cli, "/svc/_c", nil, `segment "_c" begins with "_"`},
-		{cli, "_x/y", nil, `segment "_x"`},
+		{cli, "svc/demo", nil, `must be an absolute path such as "/svc/demo"`},
+		{cli, "/svc/", nil, `must not end with "/"`},
+		{cli, "/a//b", nil, `empty segment`},
+		{cli, "/a b", nil, `has " " at byte 2`},
 		{cli, "/e", []election.Option{election.WithTTL(time.Millisecond)}, "TTL = 1ms"},
 		{cli, "/e", []election.Option{election.WithID("bad id")}, `"bad id"`},
 	} {
@@ -170,7 +174,7 @@ func TestNewRefusesBadInput(t *testing.T) {
 // key, and its create revision is the token.
 func TestKeyLayoutAndToken(t *testing.T) {
 	cli := newClient(t, startEtcd(t))
-	e := newElector(t, cli, "/layout/", "a", election.WithValue([]byte("addr:1")), election.WithPriority(7))
+	e := newElector(t, cli, "/layout", "a", election.WithValue([]byte("addr:1")), election.WithPriority(7))
 	if e.Prefix() != "/layout/" || e.LeaderKey() != "/layout/_l" {
 		t.Fatalf("Prefix() = %q, LeaderKey() = %q", e.Prefix(), e.LeaderKey())
 	}
@@ -777,4 +781,43 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// A nil ctx, client or session is refused with an error naming it, never
+// a panic, and changes nothing: the leader's Term stays valid.
+func TestNilArguments(t *testing.T) {
+	var nilCtx context.Context // a variable: a literal nil ctx is what vet tools flag
+	cli := newClient(t, startEtcd(t))
+	e := newElector(t, cli, "/nil", "a")
+	term, err := e.Campaign(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, candErr := e.Candidates(nilCtx)
+	_, reqErr := e.RequestTransfer(nilCtx, "b")
+	_, newErr := etcd.New(nil, "/x")
+	_, sessCtxErr := etcd.NewSession(nilCtx, cli)
+	_, sessCliErr := etcd.NewSession(ctxT(t), nil)
+	_, onErr := etcd.NewWithSession(nil, "/x")
+	for _, c := range []struct {
+		what, field string
+		err         error
+	}{
+		{"Candidates(nil)", "ctx", candErr},
+		{"Transfer(nil)", "ctx", e.Transfer(nilCtx, term, "", election.KeepLeading)},
+		{"RequestTransfer(nil)", "ctx", reqErr},
+		{"Proclaim(nil)", "ctx", e.Proclaim(nilCtx, term, []byte("v"))},
+		{"New(nil client)", "client", newErr},
+		{"NewSession(nil ctx)", "ctx", sessCtxErr},
+		{"NewSession(nil client)", "client", sessCliErr},
+		{"NewWithSession(nil)", "session", onErr},
+	} {
+		var oe *election.OptionError
+		if !errors.Is(c.err, election.ErrInvalidOption) || !errors.As(c.err, &oe) || oe.Field != c.field || oe.Value != "nil" {
+			t.Errorf("%s = %v; want an *election.OptionError for %s = nil", c.what, c.err, c.field)
+		}
+	}
+	if err := term.Err(); err != nil {
+		t.Errorf("the Term ended after calls with nil arguments: %v", err)
+	}
 }

@@ -780,6 +780,9 @@ func (e *Elector) keepAlive(c *candidacy) {
 // Term's end, when that is what ends ctx: backend.ResignContext); a
 // release the store has not answered goes on in the background.
 func (e *Elector) Resign(ctx context.Context) error {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -818,6 +821,9 @@ func (e *Elector) Resign(ctx context.Context) error {
 
 // Leader implements election.Elector.
 func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return election.Leader{}, err
+	}
 	if err := ctx.Err(); err != nil {
 		return election.Leader{}, err
 	}
@@ -836,7 +842,7 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
+	if e.closed || ctx == nil {
 		ch := make(chan election.Leader)
 		close(ch)
 		return ch
@@ -866,6 +872,9 @@ func (e *Elector) Close() error {
 
 // Candidates implements election.Lister.
 func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -889,6 +898,9 @@ func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
 
 // Transfer implements election.Transferer.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
+	if err := skeleton.CheckContext(ctx); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	c, closed := e.cand, e.closed
 	e.mu.Unlock()
