@@ -7,6 +7,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"log"
 	"os"
@@ -22,7 +23,7 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(); err != nil && !errors.Is(err, context.Canceled) { // Canceled: a signal
 		log.Fatal(err)
 	}
 }
@@ -51,7 +52,7 @@ func run() error {
 	}
 	defer e.Close() // resigns if still leading
 
-	err = election.Run(ctx, e, election.Callbacks{
+	return election.Run(ctx, e, election.Callbacks{
 		OnElected: func(ctx context.Context, t *election.Term) {
 			log.Printf("%s leads, token %d", *id, t.Token())
 			tick := time.NewTicker(200 * time.Millisecond)
@@ -75,15 +76,10 @@ func run() error {
 		},
 		OnDemoted: func(t *election.Term) { log.Printf("%s no longer leads: %v", *id, t.Err()) },
 	})
-	if ctx.Err() != nil {
-		return nil // stopped by a signal
-	}
-	return err
 }
 
-// write stands for a write to what the replicas share (a database, a
-// queue). Send the token with it and let the resource refuse a token lower
-// than the highest it has seen: a paused former leader's late write fails.
+// write stands for a write to what the replicas share (a database, a queue):
+// it refuses a token below the highest it has seen, so a stale leader fails.
 func write(token uint64, job int) {
 	log.Printf("job %d written with token %d", job, token)
 }
