@@ -78,8 +78,8 @@ func run() error {
 	})
 }
 
-// write stands for a write to what the replicas share (a database, a queue):
-// it refuses a token below the highest it has seen, so a stale leader fails.
+// write stands for a write to a store the replicas share, which should refuse
+// a token below the highest it has seen: a stale leader's write then fails.
 func write(token uint64, job int) {
 	log.Printf("job %d written with token %d", job, token)
 }
