@@ -5,7 +5,9 @@
 # program that imports one backend pulls in), every test with the race
 # detector (the etcd suites against etcd v3.7), the etcd suites again
 # against etcd v3.6, and the benchmark harness's check (vet and its tests,
-# including a -short smoke of every scenario).
+# including a -short smoke of every scenario), and the quickstart (the
+# README's program: two copies on an embedded etcd, and the README's block
+# checked against it).
 # make bench: the whole benchmark set on real servers (under 10 minutes on
 # 2 cores); writes bench-results/ and prints the report.
 # make gobench: the packages' own go test benchmarks.
@@ -14,9 +16,9 @@ GO ?= go
 ZOOKEEPER_JAR ?= /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps fmt-check lint imports vet unit etcd-v36 modules-check bench bench-check metrics-check gobench nemesis tidy
+.PHONY: test deps fmt-check lint imports vet unit etcd-v36 modules-check bench bench-check metrics-check quickstart-check gobench nemesis tidy
 
-test: deps fmt-check vet lint modules-check unit etcd-v36 bench-check metrics-check
+test: deps fmt-check vet lint modules-check unit etcd-v36 bench-check metrics-check quickstart-check
 
 # ZooKeeper: the Java server of Debian's zookeeper package. Curator: its
 # recipes (LeaderLatch) and their jars, for the bench module's Curator peer,
@@ -105,15 +107,23 @@ bench-check: deps
 metrics-check:
 	cd metrics && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
 
+# The README's quickstart (examples/quickstart, a module of its own: a
+# program's go.mod as a user writes it): vet, staticcheck, and its tests
+# with the race detector: two copies on an embedded etcd, one leads, each
+# steps down to the other, both exit on SIGTERM; and the README's Go block
+# is main.go byte for byte.
+quickstart-check:
+	cd examples/quickstart && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 ./...
+
 bench: deps
 	cd bench && $(GO) run ./cmd/bench -out ../bench-results
 
 gobench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
-# make nemesis: a long seeded fault mix per backend (see README, "Safety
-# under faults"). Each run prints its summary; a failing one exits 1 and
-# leaves its history in $(NEMESIS_OUT)/<backend>.
+# make nemesis: a long seeded fault mix per backend (see docs/nemesis.md).
+# Each run prints its summary; a failing one exits 1 and leaves its history
+# in $(NEMESIS_OUT)/<backend>.
 NEMESIS_DURATION ?= 30m
 NEMESIS_BACKENDS ?= etcd,zk,inmem
 NEMESIS_SEED ?= 42
