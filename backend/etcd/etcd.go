@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/lograte"
 	"github.com/electkit/election/internal/record"
 	"github.com/electkit/election/internal/skeleton"
@@ -90,7 +91,7 @@ type candidacy struct {
 	waiting  atomic.Bool     // it waits on a live watch (follower.wait): its reads are done until the watch fires
 	retries  lograte.Limiter // log lines of retried errors
 	elected  chan struct{}   // closed once lc is set
-	lc       *election.LeaseClock
+	lc       *backend.LeaseClock
 	token    int64 // the leader key's create revision once leading (guarded by Elector.mu)
 	keyGone  bool  // its keys were deleted; only a private lease is left to revoke (guarded by Elector.mu)
 	retrying bool  // releaseShared runs for it (guarded by Elector.mu)
@@ -165,7 +166,7 @@ func newElector(cli *clientv3.Client, s *Session, name string, opts []election.O
 
 func validateName(name string) error {
 	bad := func(reason string) error {
-		return &election.OptionError{Field: "name", Value: election.QuoteValue(name), Reason: reason}
+		return &election.OptionError{Field: "name", Value: backend.QuoteValue(name), Reason: reason}
 	}
 	switch {
 	case strings.TrimSuffix(name, "/") == "":
@@ -179,7 +180,7 @@ func validateName(name string) error {
 	}
 	for seg := range strings.SplitSeq(name, "/") {
 		if strings.HasPrefix(seg, "_") {
-			return bad(fmt.Sprintf("segment %s begins with \"_\", which is reserved for the election's own keys", election.QuoteValue(seg)))
+			return bad(fmt.Sprintf("segment %s begins with \"_\", which is reserved for the election's own keys", backend.QuoteValue(seg)))
 		}
 	}
 	return nil
@@ -194,6 +195,14 @@ func (e *Elector) LeaderKey() string { return e.lay.leader }
 
 // ID returns the candidate's ID.
 func (e *Elector) ID() string { return e.o.ID }
+
+// Options returns the options the Elector was made with (election.Run
+// reports its campaigns to their Events). Their Value is a copy.
+func (e *Elector) Options() election.Options {
+	o := e.o
+	o.Value = append([]byte(nil), o.Value...)
+	return o
+}
 
 // Campaign implements election.Elector: it queues the candidate (a key
 // under its lease), waits until it heads the queue and the leader key is

@@ -14,6 +14,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/record"
 )
 
@@ -349,7 +350,7 @@ const MaxPathLen = 1024
 // segment, no trailing slash, not the root, not under /zookeeper.
 func validatePath(path string) error {
 	bad := func(reason string) error {
-		return &election.OptionError{Field: "path", Value: election.QuoteValue(path), Reason: reason}
+		return &election.OptionError{Field: "path", Value: backend.QuoteValue(path), Reason: reason}
 	}
 	switch {
 	case path == "" || path == "/":

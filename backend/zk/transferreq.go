@@ -8,6 +8,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/record"
 )
 
@@ -15,9 +16,9 @@ import (
 // session, its data a transferRequest.
 const requestName = "_r"
 
-var _ election.TransferRequester = (*Elector)(nil)
+var _ backend.TransferRequester = (*Elector)(nil)
 
-// RequestTransfer implements election.TransferRequester: it creates the
+// RequestTransfer implements backend.TransferRequester: it creates the
 // request node (ephemeral: it goes with this Elector's session), naming
 // the current leader's token, then follows the leader (Observe) and the
 // request node until the target leads, the leader answers that it

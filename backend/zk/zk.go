@@ -11,6 +11,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/lograte"
 	"github.com/electkit/election/internal/skeleton"
 	"github.com/electkit/election/internal/watch"
@@ -87,9 +88,9 @@ type candidacy struct {
 
 	stop     chan struct{} // closed when the candidacy is withdrawn
 	stopOnce sync.Once
-	lc       *election.LeaseClock // set once leading (guarded by Elector.mu)
-	version  int32                // the leadership node's data version (guarded by Elector.mu)
-	writing  sync.Mutex           // a heartbeat and Proclaim never overlap: each needs the other's version
+	lc       *backend.LeaseClock // set once leading (guarded by Elector.mu)
+	version  int32               // the leadership node's data version (guarded by Elector.mu)
+	writing  sync.Mutex          // a heartbeat and Proclaim never overlap: each needs the other's version
 }
 
 func (c *candidacy) halt() { c.stopOnce.Do(func() { close(c.stop) }) }
@@ -148,6 +149,14 @@ func (e *Elector) Path() string { return e.path }
 
 // ID returns the candidate's ID.
 func (e *Elector) ID() string { return e.o.ID }
+
+// Options returns the options the Elector was made with (election.Run
+// reports its campaigns to their Events). Their Value is a copy.
+func (e *Elector) Options() election.Options {
+	o := e.o
+	o.Value = append([]byte(nil), o.Value...)
+	return o
+}
 
 // Reads returns how many children listings and watches this Elector has
 // issued while waiting to lead: a handover ahead of it costs O(1) of them

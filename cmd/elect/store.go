@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 )
 
 // This file is how elect run, observe and leader pick a backend and reach
@@ -127,7 +128,7 @@ func (ef *electionFlags) check(f *flagSet, candidate bool) ([]election.Option, e
 	}
 	var opts []election.Option
 	if f.Given("id") {
-		if err := election.ValidateID(ef.id); err != nil {
+		if err := backend.ValidateID(ef.id); err != nil {
 			return nil, f.Bad("id", "%v", reason(err))
 		}
 		opts = append(opts, election.WithID(ef.id))
