@@ -193,7 +193,7 @@
 // log the order). It is not a guarantee: etcd delivers one event to two
 // watch streams in no fixed order, and the old leader's process may be
 // paused or slow. The token covers the rest: a store the leader writes to
-// should fence on it (LeaderCmp, or comparing tokens), as it must for a
+// should fence on it (Fence, or comparing tokens), as it must for a
 // paused process anyway.
 //
 // Keys that are not this package's fail closed (P8). A queue key without
@@ -238,7 +238,7 @@
 //
 // # Fencing
 //
-// LeaderCmp gives a clientv3.Cmp that holds exactly while the leader key
+// Fence gives a clientv3.Cmp that holds exactly while the leader key
 // has the Term's token as its create revision: in the If of a transaction
 // it makes the writes happen only while the Term is current. Proclaim
 // changes the Value observers see, guarded the same way.

@@ -186,12 +186,8 @@ func validateName(name string) error {
 	return nil
 }
 
-// Prefix returns the key prefix under which the election's keys live.
-func (e *Elector) Prefix() string { return e.lay.prefix }
-
-// LeaderKey returns the key that names the leader: it exists exactly while
-// some candidate leads, and its create revision is the token.
-func (e *Elector) LeaderKey() string { return e.lay.leader }
+// Name returns the election's name, the one given to New.
+func (e *Elector) Name() string { return e.name }
 
 // ID returns the candidate's ID.
 func (e *Elector) ID() string { return e.o.ID }

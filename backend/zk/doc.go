@@ -95,7 +95,7 @@
 // and every leadership is a new claim, so tokens increase across
 // leaderships (P2), also when the election path is deleted and made anew
 // (CURATOR-724: the sequence numbers restart, the zxid never goes back).
-// CheckOp returns a check of the leadership node, for Multi, so that
+// Fence returns a check of the leadership node, for Multi, so that
 // writes commit only while the leadership is current: the node's name is
 // unique to the leadership, and every claim deletes the leadership nodes
 // whose _l is gone, so the check fails from the moment anyone else leads.
@@ -249,7 +249,7 @@
 // guarantee — the server sends the two
 // notifications on two connections, and the old leader's process may be
 // paused — so a store the leader writes to should fence on the token
-// (CheckOp). A waiter whose node vanishes makes a new one and waits on
+// (Fence). A waiter whose node vanishes makes a new one and waits on
 // (see above). A persistent node named like a candidate's never leads and
 // is skipped (see Garbage).
 //

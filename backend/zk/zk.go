@@ -144,8 +144,8 @@ func NewConfig(conn *gozk.Conn, path string, cfg Config, opts ...election.Option
 	}, nil
 }
 
-// Path returns the election path.
-func (e *Elector) Path() string { return e.path }
+// Name returns the election's name, the path given to New (or Dial).
+func (e *Elector) Name() string { return e.path }
 
 // ID returns the candidate's ID.
 func (e *Elector) ID() string { return e.o.ID }
@@ -157,11 +157,6 @@ func (e *Elector) Options() election.Options {
 	o.Value = append([]byte(nil), o.Value...)
 	return o
 }
-
-// Reads returns how many children listings and watches this Elector has
-// issued while waiting to lead: a handover ahead of it costs O(1) of them
-// (P9), however many candidates wait.
-func (e *Elector) Reads() int64 { return e.reads.Load() }
 
 // Campaign implements election.Elector: it creates the candidate's node
 // (and the election path, if missing), placed in the order by its
