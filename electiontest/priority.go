@@ -10,7 +10,7 @@ import (
 	"github.com/electkit/election/backend"
 )
 
-// lister returns e as an backend.Lister, or skips the subtest: the
+// lister returns e as a backend.Lister, or skips the subtest: the
 // priority subtests need to know who waits.
 func (w *world) lister(e election.Elector) backend.Lister {
 	w.t.Helper()

@@ -727,8 +727,7 @@ func (e *Elector) releasePending(ctx context.Context) {
 // Resign implements election.Elector: it ends the Term (if leading) before
 // any I/O, stops the renewals and deletes the keys, so the next candidate
 // leads at once; a private lease, emptied, is revoked later, off the
-// handover's path (see release), and with it the leases of earlier
-// candidacies. It is idempotent. If a request fails (its reply lost, etcd
+// handover's path, and with it the leases of earlier candidacies. It is idempotent. If a request fails (its reply lost, etcd
 // unreachable), Resign returns the error and keeps what is left to release
 // for the next Campaign, Resign or Close; a private lease expires on its
 // own.

@@ -16,11 +16,12 @@ import (
 
 var _ backend.TransferRequester = (*Elector)(nil)
 
-// RequestTransfer implements backend.TransferRequester: it puts the
-// request key, naming the leader's token (only while that token still
-// leads), and watches the leader key and the request key until the target
-// leads, the leader answers that it cannot, or two lease windows pass.
-// The request key is deleted before it returns.
+// RequestTransfer asks the leader to transfer (call it through
+// election.RequestTransfer): it puts the request key, naming the leader's
+// token (only while that token still leads), and watches the leader key and
+// the request key until the target leads, the leader answers that it
+// cannot, or two lease windows pass. The request key is deleted before it
+// returns.
 func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Leader, error) {
 	if err := ctx.Err(); err != nil {
 		return election.Leader{}, err

@@ -117,10 +117,11 @@ func (e *Elector) leading(t *election.Term) (*candidacy, error) {
 	return c, nil
 }
 
-// Transfer implements backend.Transferer. It reads the queue to find the
-// target (one read of the whole queue), then hands over in one
-// transaction (see layout.go, N/_t) and watches the leader key until the
-// target has created it.
+// Transfer hands t's leadership on (see election.Transfer). It reads the
+// queue to find the target (one read of the whole queue), then hands over
+// in one transaction — deleting the leader key and its own queue key,
+// putting N/_t, which names the target's queue key, under the target's
+// lease — and watches the leader key until the target has created it.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
 	c, err := e.leading(t)
 	if err != nil {

@@ -16,9 +16,10 @@ import (
 )
 
 // Elector is one member of a Cluster: an election.Elector whose leadership
-// comes from the cluster's algorithm. Make one with Cluster.Join. It is
-// also an backend.Lister and an backend.Transferer (see "Priority,
-// preemption and transfer" in the package doc).
+// comes from the cluster's algorithm. Make one with Cluster.Join. It
+// can list its election's candidates (election.Candidates) and transfer
+// its leadership (election.Transfer); see "Priority, preemption and
+// transfer" in the package doc.
 type Elector struct {
 	c       *Cluster
 	num     int // member number: join order, never reused

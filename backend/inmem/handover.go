@@ -106,19 +106,19 @@ func (e *Elector) Candidates(ctx context.Context) ([]election.Candidate, error) 
 	return out, nil
 }
 
-// Transfer implements backend.Transferer (call it through
-// election.Transfer). t must be the member's valid Term. The target is the
-// waiting candidate named to, or the first of Candidates when to is "";
-// if there is none, the error wraps election.ErrNoCandidate and, with
-// election.StepDown, the member resigns. Otherwise t ends with an error
-// wrapping election.ErrTransferred, the member leaves the election (as
-// after Resign), and the gate admits the target alone: the algorithm
-// elects it, with a higher token, and Transfer returns nil once its
-// Campaign has its Term. If the target leaves first (Resign, Close, Crash,
-// its Campaign's ctx), Transfer fails with election.ErrTransferFailed; if
-// it has not led within t's lease window, or ctx ends, or the member is
-// closed, the hand-over lapses (the target goes back to the gate, in its
-// place) and the next leader comes from the normal order.
+// Transfer hands t's leadership on (call it through election.Transfer). t
+// must be the member's valid Term. The target is the waiting candidate
+// named to, or the first of Candidates when to is ""; if there is none, the
+// error wraps election.ErrNoCandidate and, with election.StepDown, the
+// member resigns. Otherwise t ends with an error wrapping
+// election.ErrTransferred, the member leaves the election (as after
+// Resign), and the gate admits the target alone: the algorithm elects it,
+// with a higher token, and Transfer returns nil once its Campaign has its
+// Term. If the target leaves first (Resign, Close, Crash, its Campaign's
+// ctx), Transfer fails with election.ErrTransferFailed; if it has not led
+// within t's lease window, or ctx ends, or the member is closed, the
+// hand-over lapses (the target goes back to the gate, in its place) and the
+// next leader comes from the normal order.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
 	c := e.c
 	c.ops.Lock()

@@ -22,7 +22,7 @@
 //
 // # Layout
 //
-// Under the election path (see nodes.go for the exact format):
+// Under the election path:
 //
 //	_c_<GUID>-p<prio>-<seq>   one candidate node per candidacy: protected ephemeral-sequential
 //	_l                        the leader node: ephemeral, the leader's record, naming its candidate node
@@ -253,7 +253,7 @@
 // (see above). A persistent node named like a candidate's never leads and
 // is skipped (see Garbage).
 //
-// The client's errors are sorted in one place (errors.go): a closed
+// The client's errors are sorted alike everywhere in the package: a closed
 // connection (ErrClosing, or ErrConnectionClosed from a Conn closed for
 // good) ends Campaign at once with ErrSessionLost; an ACL or authentication
 // refusal (ErrNoAuth, ErrAuthFailed, ErrInvalidACL) or a bad path ends it

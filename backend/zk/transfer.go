@@ -141,16 +141,15 @@ func (e *Elector) Candidates(ctx context.Context) ([]election.Candidate, error) 
 	return out, nil
 }
 
-// Transfer implements backend.Transferer (call it through
-// election.Transfer). It lists the candidates, picks the target (the
-// first well-formed candidate node whose ID is to, or the first one for
-// ""), ends t with ErrTransferred and, in one multi, deletes t's nodes
-// (leader, leadership and candidate node), checks that the target's node
-// is there, creates the hand-over node _t naming it, and wakes it (its
-// wake-up name, created and deleted). Only the target's claim can take a
-// pending hand-over; it goes with this session, or is withdrawn when the
-// target's node goes, after one lease window, when ctx ends or the
-// Elector closes.
+// Transfer hands t's leadership on (call it through election.Transfer). It
+// lists the candidates, picks the target (the first well-formed candidate
+// node whose ID is to, or the first one for ""), ends t with ErrTransferred
+// and, in one multi, deletes t's nodes (leader, leadership and candidate
+// node), checks that the target's node is there, creates the hand-over node
+// _t naming it, and wakes it (its wake-up name, created and deleted). Only
+// the target's claim can take a pending hand-over; it goes with this
+// session, or is withdrawn when the target's node goes, after one lease
+// window, when ctx ends or the Elector closes.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
 	c, err := e.current(t)
 	if err != nil {

@@ -18,12 +18,13 @@ const requestName = "_r"
 
 var _ backend.TransferRequester = (*Elector)(nil)
 
-// RequestTransfer implements backend.TransferRequester: it creates the
-// request node (ephemeral: it goes with this Elector's session), naming
-// the current leader's token, then follows the leader (Observe) and the
-// request node until the target leads, the leader answers that it
-// cannot, or two lease windows pass; then it deletes the node. One request
-// at a time per election: while another is pending it fails.
+// RequestTransfer asks the leader to transfer (call it through
+// election.RequestTransfer): it creates the request node (ephemeral: it
+// goes with this Elector's session), naming the current leader's token,
+// then follows the leader (Observe) and the request node until the target
+// leads, the leader answers that it cannot, or two lease windows pass; then
+// it deletes the node. One request at a time per election: while another is
+// pending it fails.
 func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Leader, error) {
 	cur, err := e.Leader(ctx)
 	if err != nil {
