@@ -46,7 +46,7 @@ func TestWallClockStepBackDoesNotExtendTerm(t *testing.T) {
 	o := mustOptions(t, WithTTL(time.Second))
 	j.Jump(time.Hour)
 	sent := clock.Now()
-	term, c := NewTerm(o, testLeader, sent)
+	term, c := newTerm(o, testLeader, sent)
 	defer c.End(ErrClosed)
 	if err := term.Err(); err != nil {
 		t.Fatalf("Term ended at once: %v", err)
@@ -79,7 +79,7 @@ func TestWallClockStepBackDoesNotExtendTerm(t *testing.T) {
 func TestWallClockStepForwardDoesNotEndTerm(t *testing.T) {
 	j := jumpingClock(t)
 	o := mustOptions(t, WithTTL(time.Minute))
-	term, c := NewTerm(o, testLeader, clock.Now())
+	term, c := newTerm(o, testLeader, clock.Now())
 	defer c.End(ErrClosed)
 	for i, step := range []time.Duration{time.Hour, 24 * time.Hour, -30 * time.Hour, 10 * time.Minute} {
 		j.Jump(step)

@@ -6,7 +6,7 @@
 // Raft majority), backend/zk (an ephemeral-sequential znode) or backend/inmem
 // (the classic algorithms of package classic, run between goroutines). This
 // package imports none of them; it holds the contract they all keep, the
-// lease clock they all use, and Run.
+// Term they all hand out, and Run.
 //
 // # Lifecycle
 //
@@ -140,11 +140,14 @@
 // should not keep leadership). WithAfterRenew receives every renewal
 // outcome with its latency and the new deadline. See Term for how hooks
 // that block or panic are handled: neither can keep a Term alive past its
-// deadline.
+// deadline. WithEvents receives every Term's start, renewals and end and,
+// under Run, every campaign and leader change: what a metrics exporter
+// needs (the module github.com/electkit/election/metrics is one).
 //
 // # Writing a backend
 //
-// A backend builds each Term with NewTerm and drives it through the
-// returned LeaseClock, uses the sentinel errors (wrapped with %w and
-// context), and runs electiontest.Run from its tests.
+// Package github.com/electkit/election/backend holds what a backend is
+// built from (the Term's constructor and lease clock, the checks of names
+// and IDs, the optional interfaces) and says what a backend must do; the
+// conformance suite, package electiontest, checks that it does.
 package election

@@ -8,7 +8,17 @@ import (
 	"time"
 
 	"github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/termbridge"
 )
+
+// Package backend builds Terms and checks IDs through termbridge, so that
+// a Term's fields and the lease clock stay unexported here.
+func init() {
+	termbridge.NewTerm = func(o Options, l Leader, sent time.Time) (*Term, termbridge.Clock) {
+		return newTerm(o, l, sent)
+	}
+	termbridge.ValidateID = validateID
+}
 
 // Term is one leadership, from Campaign's return until Done is closed.
 //
@@ -46,7 +56,7 @@ type Term struct {
 	deadline time.Time
 	ended    bool
 	timer    *time.Timer
-	onEnd    func() // called under mu when the Term ends (the Observer's Ended)
+	onEnd    func() // called under mu when the Term ends (Events.Ended)
 }
 
 // Leader describes this leadership. The returned Value is a copy.
@@ -100,20 +110,13 @@ func (t *Term) String() string {
 	return fmt.Sprintf("term %s", t.leader)
 }
 
-// LeaseClock is the backend's side of a Term: it turns renewal attempts into
-// the Term's deadline, runs the renewal hooks and ends the Term. Only
-// backends use it; every backend uses it, so that one piece of code decides
-// how long a leader may act.
-//
-// A backend calls, for each renewal while leading: BeforeRenew (and skips
-// the renewal if it returns an error), then sends the request, then Renewed
-// with the send time and the outcome. It calls End when it learns the
-// leadership is over, and Wait before its Close returns.
-type LeaseClock struct {
+// leaseClock is the backend's side of a Term; package backend exports it
+// as LeaseClock, whose methods these are (see the doc comments there).
+type leaseClock struct {
 	t      *Term
 	before BeforeRenewFunc
 	after  AfterRenewFunc
-	obs    *Observer
+	obs    *Events
 	log    func(msg string, args ...any)
 
 	// Hook queue, guarded by t.mu. The hook goroutine exists only if a hook
@@ -123,18 +126,14 @@ type LeaseClock struct {
 	hooksDone chan struct{}
 }
 
-// NewTerm starts a Term for leader l whose lease was last confirmed by a
-// request sent at sent (a time.Now reading, so that it carries the monotonic
-// clock). If the deadline derived from sent has already passed, the Term is
-// returned already ended with ErrLeaseExpired: a backend must check Err
-// before handing it out. A sent in the future counts as now. o must have
-// passed Validate.
-func NewTerm(o Options, l Leader, sent time.Time) (*Term, *LeaseClock) {
+// newTerm is backend.NewTerm: it starts a Term for leader l whose lease
+// was last confirmed by a request sent at sent.
+func newTerm(o Options, l Leader, sent time.Time) (*Term, *leaseClock) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	l.Value = append([]byte(nil), l.Value...)
 	sent = clampSent(sent, clock.Now())
 	t := &Term{leader: l, window: o.Window(), ctx: ctx, cancel: cancel, deadline: sent.Add(o.Window())}
-	c := &LeaseClock{t: t, before: o.BeforeRenew, after: o.AfterRenew, obs: o.Observer, hooksDone: make(chan struct{})}
+	c := &leaseClock{t: t, before: o.BeforeRenew, after: o.AfterRenew, obs: o.Events, hooksDone: make(chan struct{})}
 	if o.Logger != nil {
 		c.log = o.Logger.Warn
 	} else {
@@ -169,18 +168,18 @@ func NewTerm(o Options, l Leader, sent time.Time) (*Term, *LeaseClock) {
 	return t, c
 }
 
-// observe calls one of the Observer's functions, logging a panic.
-func (c *LeaseClock) observe(name string, f func()) {
-	_ = c.callHook("Observer."+name, func() error { f(); return nil })
+// observe calls one of the Events' functions, logging a panic.
+func (c *leaseClock) observe(name string, f func()) {
+	_ = c.callHook("Events."+name, func() error { f(); return nil })
 }
 
 // Term returns the Term this clock drives.
-func (c *LeaseClock) Term() *Term { return c.t }
+func (c *leaseClock) Term() *Term { return c.t }
 
 // BeforeRenew runs the before-renewal hook and waits for it, or for the end
 // of the Term. It returns nil if the renewal may be sent; otherwise the
 // Term has ended and the error is why.
-func (c *LeaseClock) BeforeRenew() error {
+func (c *leaseClock) BeforeRenew() error {
 	if err := c.t.Err(); err != nil || c.before == nil {
 		return err
 	}
@@ -211,7 +210,7 @@ func (c *LeaseClock) BeforeRenew() error {
 // every attempt recorded while the Term is valid, including the late reply
 // that finds the deadline passed; attempts recorded after the Term ended
 // are ignored. A send time in the future counts as now.
-func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time {
+func (c *leaseClock) Renewed(sent time.Time, err error) time.Time {
 	now := clock.Now()
 	t := c.t
 	t.mu.Lock()
@@ -267,7 +266,7 @@ func clampSent(sent, now time.Time) time.Time {
 
 // End ends the Term with cause (wrapping one of the package's sentinels)
 // unless it has already ended. It reports whether this call ended it.
-func (c *LeaseClock) End(cause error) bool {
+func (c *leaseClock) End(cause error) bool {
 	c.t.mu.Lock()
 	defer c.t.mu.Unlock()
 	if c.t.ended {
@@ -278,23 +277,18 @@ func (c *LeaseClock) End(cause error) bool {
 }
 
 // Wait waits until the Term has ended and its hooks have returned.
-func (c *LeaseClock) Wait() {
+func (c *leaseClock) Wait() {
 	<-c.t.ctx.Done()
 	<-c.hooksDone
 }
 
-// HandOverWait bounds how long a backend that hands a leadership on
-// (Transfer, preemption) waits, after ending the Term, for its renewal
-// hooks and its Observer to return before the hand-over is sent.
-const HandOverWait = 100 * time.Millisecond
-
 // AwaitHooks waits, for at most d, until the ended Term's hooks and
-// Observer calls have all returned, and reports whether they had. A backend
+// Events calls have all returned, and reports whether they had. A backend
 // calls it after End and before it hands the leadership on, so that what
-// the old Term's Observer.Ended reports (a demotion, to a log or a monitor)
+// the old Term's Events.Ended reports (a demotion, to a log or a monitor)
 // happens before the next leader can begin. It must not be called from a
 // hook.
-func (c *LeaseClock) AwaitHooks(d time.Duration) bool {
+func (c *leaseClock) AwaitHooks(d time.Duration) bool {
 	select {
 	case <-c.hooksDone:
 		return true
@@ -323,7 +317,7 @@ func (t *Term) endLocked(cause error) {
 
 // expire runs on the deadline timer. A renewal may have moved the deadline
 // since the timer was set; then it sets itself again.
-func (c *LeaseClock) expire() {
+func (c *leaseClock) expire() {
 	t := c.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -337,13 +331,13 @@ func (c *LeaseClock) expire() {
 	c.t.endLocked(ErrLeaseExpired)
 }
 
-func (c *LeaseClock) enqueue(f func()) {
+func (c *leaseClock) enqueue(f func()) {
 	c.t.mu.Lock()
 	defer c.t.mu.Unlock()
 	c.enqueueLocked(f)
 }
 
-func (c *LeaseClock) enqueueLocked(f func()) {
+func (c *leaseClock) enqueueLocked(f func()) {
 	c.queue = append(c.queue, f)
 	select {
 	case c.wake <- struct{}{}:
@@ -353,7 +347,7 @@ func (c *LeaseClock) enqueueLocked(f func()) {
 
 // hookLoop runs queued hook calls one at a time until the Term has ended and
 // the queue is empty.
-func (c *LeaseClock) hookLoop() {
+func (c *leaseClock) hookLoop() {
 	defer close(c.hooksDone)
 	t := c.t
 	for {
@@ -378,7 +372,7 @@ func (c *LeaseClock) hookLoop() {
 }
 
 // callHook runs a user hook, turning a panic into an error.
-func (c *LeaseClock) callHook(name string, f func() error) (err error) {
+func (c *leaseClock) callHook(name string, f func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			c.log("election: "+name+" hook panicked", "term", c.t.String(), "panic", v, "stack", string(debug.Stack()))

@@ -46,7 +46,7 @@ func TestTermDeadlineFormula(t *testing.T) {
 			t.Fatalf("Window() = %v, want %v (by hand)", o.Window(), hand10s)
 		}
 		sent := time.Now()
-		term, clk := NewTerm(o, testLeader, sent)
+		term, clk := newTerm(o, testLeader, sent)
 		defer clk.End(ErrResigned)
 		if got := term.Deadline(); !got.Equal(sent.Add(o.Window())) {
 			t.Errorf("Deadline = %v, want sent+Window = %v", got, sent.Add(o.Window()))
@@ -81,7 +81,7 @@ func TestTermDeadlineFormulaTable(t *testing.T) {
 				// A send time in the past: the deadline counts from it, not from now.
 				sent := time.Now()
 				time.Sleep(o.Window() / 3)
-				term, clk := NewTerm(o, testLeader, sent)
+				term, clk := newTerm(o, testLeader, sent)
 				want := sent.Add(time.Duration(float64(o.TTL)/(1+o.Drift)) - o.Margin)
 				if !term.Deadline().Equal(want) {
 					t.Errorf("Deadline = %v, want %v", term.Deadline(), want)
@@ -106,7 +106,7 @@ func TestTermExpiresExactlyAtDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := mustOptions(t)
 		sent := time.Now()
-		term, clk := NewTerm(o, testLeader, sent)
+		term, clk := newTerm(o, testLeader, sent)
 		deadline := term.Deadline()
 		if term.Done() != term.Context().Done() {
 			t.Errorf("Done() is not Context().Done()")
@@ -160,7 +160,7 @@ func TestRenewedMovesDeadline(t *testing.T) {
 		o := mustOptions(t)
 		w := o.Window()
 		sent0 := time.Now()
-		term, clk := NewTerm(o, testLeader, sent0)
+		term, clk := newTerm(o, testLeader, sent0)
 
 		// A successful renewal sent 2s later moves the deadline to sent2+W.
 		time.Sleep(2 * time.Second)
@@ -215,7 +215,7 @@ func TestRenewedMovesDeadline(t *testing.T) {
 func TestRenewedManyTimesKeepsTermAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := mustOptions(t, WithTTL(MinTTL))
-		term, clk := NewTerm(o, testLeader, time.Now())
+		term, clk := newTerm(o, testLeader, time.Now())
 		var last time.Time
 		for range 100 { // 100 renewals a third of a TTL apart: ~33s of leadership
 			time.Sleep(o.TTL / 3)
@@ -241,7 +241,7 @@ func TestLateReplyCountsFromSendTime(t *testing.T) {
 		o := mustOptions(t)
 		w := o.Window()
 		t0 := time.Now()
-		term, clk := NewTerm(o, testLeader, t0)
+		term, clk := newTerm(o, testLeader, t0)
 
 		time.Sleep(time.Second)
 		s := time.Now()
@@ -273,7 +273,7 @@ func TestReplyAfterDeadlineDoesNotRevive(t *testing.T) {
 		o := mustOptions(t)
 		w := o.Window()
 		t0 := time.Now()
-		term, clk := NewTerm(o, testLeader, t0)
+		term, clk := newTerm(o, testLeader, t0)
 		time.Sleep(time.Second)
 		s := time.Now() // a renewal sent well before the deadline...
 		time.Sleep(w)   // ...whose reply arrives after it
@@ -299,7 +299,7 @@ func TestReplyAtDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := mustOptions(t)
 		t0 := time.Now()
-		term, clk := NewTerm(o, testLeader, t0)
+		term, clk := newTerm(o, testLeader, t0)
 		time.Sleep(time.Second)
 		s := time.Now()
 		time.Sleep(time.Until(term.Deadline()))
@@ -319,14 +319,14 @@ func TestNewTermAlreadyExpired(t *testing.T) {
 		o := mustOptions(t)
 		w := o.Window()
 		for _, age := range []time.Duration{w, w + time.Nanosecond, time.Hour} {
-			term, clk := NewTerm(o, testLeader, time.Now().Add(-age))
+			term, clk := newTerm(o, testLeader, time.Now().Add(-age))
 			if !isDone(term.Done()) || term.Err() != ErrLeaseExpired {
 				t.Errorf("send time %v ago: Done closed = %v, Err = %v; want an ended Term with ErrLeaseExpired", age, isDone(term.Done()), term.Err())
 			}
 			clk.Wait()
 		}
 		// One nanosecond younger than the window: valid for one nanosecond.
-		term, _ := NewTerm(o, testLeader, time.Now().Add(-w+time.Nanosecond))
+		term, _ := newTerm(o, testLeader, time.Now().Add(-w+time.Nanosecond))
 		if term.Err() != nil {
 			t.Fatalf("send time W-1ns ago: Err = %v, want nil", term.Err())
 		}
@@ -337,7 +337,7 @@ func TestNewTermAlreadyExpired(t *testing.T) {
 		}
 		// With hooks set the hook goroutine exits as well.
 		o.BeforeRenew = func(context.Context, *Term) error { return nil }
-		term, clk := NewTerm(o, testLeader, time.Now().Add(-time.Hour))
+		term, clk := newTerm(o, testLeader, time.Now().Add(-time.Hour))
 		if term.Err() != ErrLeaseExpired {
 			t.Errorf("with hooks: Err = %v, want ErrLeaseExpired", term.Err())
 		}
@@ -351,7 +351,7 @@ func TestNewTermAlreadyExpired(t *testing.T) {
 func TestEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := mustOptions(t)
-		term, clk := NewTerm(o, testLeader, time.Now())
+		term, clk := newTerm(o, testLeader, time.Now())
 		deadline := term.Deadline()
 		time.Sleep(time.Second)
 		cause := fmt.Errorf("etcd: key /e/1: %w", ErrResigned)
@@ -392,7 +392,7 @@ func TestEnd(t *testing.T) {
 
 func TestWaitAfterEndWithoutHooks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		term, clk := NewTerm(mustOptions(t), testLeader, time.Now())
+		term, clk := newTerm(mustOptions(t), testLeader, time.Now())
 		waited := make(chan struct{})
 		go func() {
 			clk.Wait()
@@ -417,7 +417,7 @@ func TestWaitAfterEndWithoutHooks(t *testing.T) {
 func TestTermAccessors(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := Leader{ID: "n", Value: []byte("abc"), Priority: 3, Token: 9}
-		term, clk := NewTerm(mustOptions(t), l, time.Now())
+		term, clk := newTerm(mustOptions(t), l, time.Now())
 		defer clk.End(ErrResigned)
 		l.Value[0] = 'X' // NewTerm copied the value
 		got := term.Leader()
@@ -482,7 +482,7 @@ func TestHooksCalledInOrder(t *testing.T) {
 			}),
 		)
 		w := o.Window()
-		term0, clk := NewTerm(o, testLeader, time.Now())
+		term0, clk := newTerm(o, testLeader, time.Now())
 		term = term0
 		synctest.Wait()
 		if ev, _ := h.snapshot(); len(ev) != 0 {
@@ -562,7 +562,7 @@ func TestAfterHookOrderOfAttempts(t *testing.T) {
 			h.renewals = append(h.renewals, r)
 			h.mu.Unlock()
 		}))
-		_, clk := NewTerm(o, testLeader, time.Now())
+		_, clk := newTerm(o, testLeader, time.Now())
 		var sent []time.Time
 		for i := range 10 {
 			time.Sleep(10 * time.Millisecond)
@@ -601,7 +601,7 @@ func TestBeforeRenewErrorEndsTerm(t *testing.T) {
 			WithBeforeRenew(func(context.Context, *Term) error { return errDisk }),
 			WithAfterRenew(func(r Renewal) { after.add("after") }),
 		)
-		term, clk := NewTerm(o, testLeader, time.Now())
+		term, clk := newTerm(o, testLeader, time.Now())
 		err := clk.BeforeRenew()
 		if err == nil {
 			t.Fatalf("BeforeRenew = nil, want an error")
@@ -638,7 +638,7 @@ func TestPanickingHooks(t *testing.T) {
 				} else {
 					opts = append(opts, WithAfterRenew(func(Renewal) { panic("kaboom-" + which) }))
 				}
-				term, clk := NewTerm(mustOptions(t, opts...), testLeader, time.Now())
+				term, clk := newTerm(mustOptions(t, opts...), testLeader, time.Now())
 				time.Sleep(time.Second)
 				err := clk.BeforeRenew()
 				if which == "before" {
@@ -699,7 +699,7 @@ func TestBlockingBeforeHookCannotExtendTerm(t *testing.T) {
 			return nil
 		}))
 		t0 := time.Now()
-		term0, clk := NewTerm(o, testLeader, t0)
+		term0, clk := newTerm(o, testLeader, t0)
 		term = term0
 		deadline := term.Deadline()
 
@@ -783,7 +783,7 @@ func TestBlockingAfterHookDoesNotDelayExpiry(t *testing.T) {
 			WithAfterRenew(func(Renewal) { <-release }),
 			WithBeforeRenew(func(context.Context, *Term) error { beforeCalls++; return nil }),
 		)
-		term, clk := NewTerm(o, testLeader, time.Now())
+		term, clk := newTerm(o, testLeader, time.Now())
 		time.Sleep(time.Second)
 		s := time.Now()
 		clk.Renewed(s, nil) // its after hook blocks
@@ -825,7 +825,7 @@ func TestRenewedAfterDeadlineWithLateTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := mustOptions(t)
 		t0 := time.Now()
-		term, clk := NewTerm(o, testLeader, t0)
+		term, clk := newTerm(o, testLeader, t0)
 		stopTimer(term)
 		time.Sleep(time.Second)
 		s := time.Now()
@@ -847,7 +847,7 @@ func TestRenewedAfterDeadlineWithLateTimer(t *testing.T) {
 func TestErrReadsTheClock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := mustOptions(t)
-		term, _ := NewTerm(o, testLeader, time.Now())
+		term, _ := newTerm(o, testLeader, time.Now())
 		stopTimer(term)
 		time.Sleep(o.Window() - time.Nanosecond)
 		if err := term.Err(); err != nil {
@@ -873,7 +873,7 @@ func TestExpiryRearmsExactly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := mustOptions(t)
 		t0 := time.Now()
-		term, clk := NewTerm(o, testLeader, t0)
+		term, clk := newTerm(o, testLeader, t0)
 		time.Sleep(time.Nanosecond)
 		clk.Renewed(time.Now(), nil) // deadline t0+W+1ns; the timer still says t0+W
 		time.Sleep(time.Until(t0.Add(o.Window())))
@@ -897,7 +897,7 @@ func TestLateReplyReachesAfterHook(t *testing.T) {
 		got := make(chan Renewal, 4)
 		o := mustOptions(t, WithAfterRenew(func(r Renewal) { got <- r }))
 		t0 := time.Now()
-		term, clk := NewTerm(o, testLeader, t0)
+		term, clk := newTerm(o, testLeader, t0)
 		stopTimer(term)
 		time.Sleep(o.Window())
 		clk.Renewed(t0.Add(time.Second), nil)
@@ -925,14 +925,14 @@ func TestFutureSendTimeCountsAsNow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		o := mustOptions(t)
 		t0 := time.Now()
-		_, clk := NewTerm(o, testLeader, t0)
+		_, clk := newTerm(o, testLeader, t0)
 		time.Sleep(time.Second)
 		now := time.Now()
 		if d := clk.Renewed(now.Add(time.Hour), nil); !d.Equal(now.Add(o.Window())) {
 			t.Errorf("deadline %v after a future send time, want now+Window %v", d, now.Add(o.Window()))
 		}
 		clk.End(ErrResigned)
-		term, _ := NewTerm(o, testLeader, now.Add(time.Hour))
+		term, _ := newTerm(o, testLeader, now.Add(time.Hour))
 		if d := term.Deadline(); !d.Equal(now.Add(o.Window())) {
 			t.Errorf("NewTerm deadline %v with a future send time, want now+Window %v", d, now.Add(o.Window()))
 		}

@@ -107,8 +107,9 @@ type Options struct {
 	// BeforeRenew and AfterRenew are the lease-renewal hooks. Default none.
 	BeforeRenew BeforeRenewFunc
 	AfterRenew  AfterRenewFunc
-	// Observer receives the Terms' events (WithObserver). Default none.
-	Observer *Observer
+	// Events receives the Terms' events and Run's (WithEvents). Default
+	// none.
+	Events *Events
 }
 
 // An Option sets one field of Options.
@@ -193,7 +194,7 @@ func (o Options) Window() time.Duration {
 // Validate reports the first invalid field as an *OptionError wrapping
 // ErrInvalidOption.
 func (o Options) Validate() error {
-	if err := ValidateID(o.ID); err != nil {
+	if err := validateID(o.ID); err != nil {
 		return err
 	}
 	if len(o.Value) > MaxValueSize {
@@ -220,9 +221,9 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// ValidateID reports whether id is a valid candidate ID (see IDChars). Backends
-// use it on IDs they read back from the store.
-func ValidateID(id string) error {
+// validateID reports whether id is a valid candidate ID (see IDChars);
+// package backend exports it as ValidateID.
+func validateID(id string) error {
 	switch {
 	case id == "":
 		return &OptionError{Field: "ID", Value: `""`, Reason: "must not be empty"}
@@ -244,24 +245,6 @@ func ValidateID(id string) error {
 
 func isAlnum(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
-
-// MaxQuotedLen bounds how much of a refused value QuoteValue shows.
-const MaxQuotedLen = 64
-
-// QuoteValue formats a refused string for an OptionError's Value: quoted,
-// and cut to its first MaxQuotedLen bytes (at a character boundary) with
-// its length when it is longer, so that an error about a 1 KiB name does
-// not carry the whole name.
-func QuoteValue(s string) string {
-	if len(s) <= MaxQuotedLen {
-		return strconv.Quote(s)
-	}
-	cut := s[:MaxQuotedLen]
-	for len(cut) > 0 && !utf8.ValidString(cut) {
-		cut = cut[:len(cut)-1]
-	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(cut), len(s))
 }
 
 // OptionError names a refused option or argument. It wraps ErrInvalidOption.

@@ -164,7 +164,7 @@ func TestNewOptionsDefaults(t *testing.T) {
 	if o.BeforeRenew != nil || o.AfterRenew != nil {
 		t.Errorf("default hooks are set")
 	}
-	if err := ValidateID(o.ID); err != nil {
+	if err := validateID(o.ID); err != nil {
 		t.Errorf("default ID %q fails ValidateID: %v", o.ID, err)
 	}
 	if len(o.ID) > MaxIDLen {
@@ -264,8 +264,8 @@ func TestNewOptionsBoundariesAccepted(t *testing.T) {
 			}
 		})
 	}
-	if err := ValidateID(idMax); err != nil {
-		t.Errorf("ValidateID(%d bytes) = %v", MaxIDLen, err)
+	if err := validateID(idMax); err != nil {
+		t.Errorf("validateID(%d bytes) = %v", MaxIDLen, err)
 	}
 }
 
@@ -301,16 +301,5 @@ func TestOptionErrorFormat(t *testing.T) {
 	}
 	if e.Unwrap() != ErrInvalidOption {
 		t.Errorf("Unwrap() = %v, want ErrInvalidOption", e.Unwrap())
-	}
-}
-
-func TestQuoteValueBoundsLongValues(t *testing.T) {
-	if got := QuoteValue("/svc"); got != `"/svc"` {
-		t.Errorf("QuoteValue(short) = %s", got)
-	}
-	long := strings.Repeat("é", 600) // 1,200 bytes
-	got := QuoteValue(long)
-	if len(got) > MaxQuotedLen+32 || !strings.Contains(got, "(1200 bytes)") || !strings.HasPrefix(got, `"éé`) {
-		t.Errorf("QuoteValue(1200 bytes) = %s", got)
 	}
 }

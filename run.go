@@ -38,10 +38,6 @@ type Callbacks struct {
 	// OnError is called with each Campaign error that Run retries after a
 	// backoff (not ctx's end, not ErrClosed, which end Run).
 	OnError func(error)
-	// Observer gets Run's own events: each Campaign's wait and outcome,
-	// and every leader change Observe reports (Campaigned, LeaderChanged).
-	// Give the Elector the same Observer (WithObserver) for its Terms.
-	Observer *Observer
 }
 
 // Backoff between campaigns: after a Campaign error, and after a term ends
@@ -85,15 +81,15 @@ func Run(ctx context.Context, e Elector, cb Callbacks) error {
 	if err := checkArgs(ctx, e); err != nil {
 		return err
 	}
-	r := &runner{e: e, cb: cb}
+	r := &runner{e: e, cb: cb, ev: electorEvents(e)}
 	rctx, stop := context.WithCancel(ctx)
 	r.stop = stop
 	defer r.wait()
 	var campaigned func(time.Duration, error)
-	if o := cb.Observer; o != nil {
-		campaigned = o.Campaigned
+	if r.ev != nil {
+		campaigned = r.ev.Campaigned
 	}
-	if cb.OnLeader != nil || (cb.Observer != nil && cb.Observer.LeaderChanged != nil) {
+	if cb.OnLeader != nil || (r.ev != nil && r.ev.LeaderChanged != nil) {
 		r.observe(rctx)
 	}
 	b := backoff.NewExponentialBackOff(
@@ -136,9 +132,18 @@ func Run(ctx context.Context, e Elector, cb Callbacks) error {
 	}
 }
 
+// electorEvents returns the Events of e's options, if e shows its options.
+func electorEvents(e Elector) *Events {
+	if oe, ok := e.(interface{ Options() Options }); ok {
+		return oe.Options().Events
+	}
+	return nil
+}
+
 type runner struct {
 	e     Elector
 	cb    Callbacks
+	ev    *Events // the Elector's Events, or nil
 	stop  context.CancelFunc
 	obs   chan struct{} // closed when the OnLeader goroutine has exited
 	panic any           // the first panic of a callback; guarded by happens-before via stop/obs
@@ -159,8 +164,8 @@ func (r *runner) observe(ctx context.Context) {
 			}
 		}()
 		for l := range ch {
-			if o := r.cb.Observer; o != nil && o.LeaderChanged != nil {
-				o.LeaderChanged(l)
+			if r.ev != nil && r.ev.LeaderChanged != nil {
+				r.ev.LeaderChanged(l)
 			}
 			if r.cb.OnLeader != nil {
 				r.cb.OnLeader(l)

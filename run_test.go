@@ -50,7 +50,7 @@ type fakeElector struct {
 
 	mu         sync.Mutex
 	token      uint64
-	clk        *LeaseClock
+	clk        *leaseClock
 	campaigns  []time.Time
 	resigns    int
 	resignNoop bool // Resign cannot reach the store: it blocks until its ctx ends
@@ -93,7 +93,7 @@ func (f *fakeElector) Campaign(ctx context.Context) (*Term, error) {
 		}
 		f.mu.Lock()
 		f.token++
-		term, clk := NewTerm(f.opts, Leader{ID: f.opts.ID, Token: f.token}, time.Now())
+		term, clk := newTerm(f.opts, Leader{ID: f.opts.ID, Token: f.token}, time.Now())
 		f.clk = clk
 		f.mu.Unlock()
 		if g.during != nil {
@@ -167,7 +167,7 @@ func (f *fakeElector) Close() error {
 	return nil
 }
 
-func (f *fakeElector) clock() *LeaseClock {
+func (f *fakeElector) clock() *leaseClock {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.clk
@@ -343,7 +343,7 @@ func (h *runHarness) grant(g grant) {
 }
 
 // win makes the next Campaign succeed and returns the Term's clock.
-func (h *runHarness) win() *LeaseClock {
+func (h *runHarness) win() *leaseClock {
 	h.t.Helper()
 	h.grant(grant{})
 	return h.f.clock()

@@ -6,23 +6,27 @@ import (
 	"fmt"
 )
 
-// Lister is the optional interface of an Elector that can list the
-// candidates waiting in its election, in the order they would lead: the
-// highest Priority first, ties first come, first served. The leader is not
-// among them; their Tokens are zero. It costs a read of the whole queue
-// (one request on the stores): it is for operators and tests, not for a
-// hot path.
-type Lister interface {
-	Candidates(ctx context.Context) ([]Leader, error)
+// Candidate is a candidate waiting in an election (see Candidates).
+type Candidate struct {
+	ID       string // the candidate's ID (WithID)
+	Value    []byte // its metadata (WithValue)
+	Priority int64  // its priority (WithPriority)
 }
 
-// Transferer is the optional interface of an Elector that can hand its
-// leadership to a waiting candidate; call it through Transfer.
-type Transferer interface {
-	// Transfer hands t's leadership to the waiting candidate whose ID is
-	// to, or to the best waiting one when to is "". See Transfer.
-	Transfer(ctx context.Context, t *Term, to string, fallback Fallback) error
-}
+// The optional interfaces of an Elector that Candidates, Transfer and
+// RequestTransfer use; package backend exports them for backend authors
+// (Lister, Transferer, TransferRequester).
+type (
+	lister interface {
+		Candidates(ctx context.Context) ([]Candidate, error)
+	}
+	transferer interface {
+		Transfer(ctx context.Context, t *Term, to string, fallback Fallback) error
+	}
+	transferRequester interface {
+		RequestTransfer(ctx context.Context, to string) (Leader, error)
+	}
+)
 
 // Fallback says what a Transfer whose target is not a waiting candidate
 // does with the leadership.
@@ -66,10 +70,10 @@ func (f Fallback) String() string {
 // leader comes from the normal order: Transfer returns an error wrapping
 // ErrTransferFailed (or ctx's error). A leadership handed on is not taken
 // back: the old Term is over before the target can lead (P3). On the
-// store backends (etcd, ZooKeeper) its renewal hooks and Observer
-// (Observer.Ended) have also returned before the hand-over is sent, unless
-// they take longer than HandOverWait. Do not call Transfer from a renewal
-// hook.
+// store backends (etcd, ZooKeeper) its renewal hooks and its Events
+// (Events.Ended) have also returned before the hand-over is sent, unless
+// they take longer than 100 ms (backend.HandOverWait). Do not call
+// Transfer from a renewal hook.
 //
 // An Elector that cannot transfer returns an error wrapping
 // errors.ErrUnsupported, with t untouched. A t that is not e's valid Term
@@ -82,7 +86,7 @@ func Transfer(ctx context.Context, e Elector, t *Term, to string, fallback Fallb
 		return &OptionError{Field: "Fallback", Value: fallback.String(), Reason: "must be KeepLeading or StepDown"}
 	}
 	if to != "" {
-		if err := ValidateID(to); err != nil {
+		if err := validateID(to); err != nil {
 			var oe *OptionError
 			if errors.As(err, &oe) {
 				oe.Field = "Transfer target"
@@ -93,32 +97,28 @@ func Transfer(ctx context.Context, e Elector, t *Term, to string, fallback Fallb
 	if t == nil {
 		return fmt.Errorf("%w: no Term to transfer", ErrNotLeader)
 	}
-	tr, ok := e.(Transferer)
+	tr, ok := e.(transferer)
 	if !ok {
 		return fmt.Errorf("election: %T cannot transfer its leadership: %w", e, errors.ErrUnsupported)
 	}
 	return tr.Transfer(ctx, t, to, fallback)
 }
 
-// Candidates lists the candidates waiting in e's election (see Lister), or
-// returns an error wrapping errors.ErrUnsupported when e cannot.
-func Candidates(ctx context.Context, e Elector) ([]Leader, error) {
+// Candidates lists the candidates waiting in e's election, in the order
+// they would lead: the highest Priority first, ties first come, first
+// served. The leader is not among them. It costs a read of the whole queue
+// (one request on the store backends): it is for operators and tests, not
+// for a hot path. An Elector that cannot list its candidates returns an
+// error wrapping errors.ErrUnsupported.
+func Candidates(ctx context.Context, e Elector) ([]Candidate, error) {
 	if err := checkArgs(ctx, e); err != nil {
 		return nil, err
 	}
-	l, ok := e.(Lister)
+	l, ok := e.(lister)
 	if !ok {
 		return nil, fmt.Errorf("election: %T cannot list its candidates: %w", e, errors.ErrUnsupported)
 	}
 	return l.Candidates(ctx)
-}
-
-// TransferRequester is the optional interface of an Elector that can ask
-// the election's current leader, in whatever process it runs, to transfer
-// its leadership — what an operator draining the leader's node does from
-// another machine. See RequestTransfer.
-type TransferRequester interface {
-	RequestTransfer(ctx context.Context, to string) (Leader, error)
 }
 
 // RequestTransfer asks the current leader of e's election to transfer its
@@ -138,7 +138,7 @@ func RequestTransfer(ctx context.Context, e Elector, to string) (Leader, error) 
 		return Leader{}, err
 	}
 	if to != "" {
-		if err := ValidateID(to); err != nil {
+		if err := validateID(to); err != nil {
 			var oe *OptionError
 			if errors.As(err, &oe) {
 				oe.Field = "Transfer target"
@@ -146,7 +146,7 @@ func RequestTransfer(ctx context.Context, e Elector, to string) (Leader, error) 
 			return Leader{}, err
 		}
 	}
-	r, ok := e.(TransferRequester)
+	r, ok := e.(transferRequester)
 	if !ok {
 		return Leader{}, fmt.Errorf("election: %T cannot request a transfer: %w", e, errors.ErrUnsupported)
 	}

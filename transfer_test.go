@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 )
 
 // plain is an Elector without the optional interfaces.
@@ -15,7 +16,7 @@ type plain struct{ election.Elector }
 
 func TestTransferArguments(t *testing.T) {
 	ctx := context.Background()
-	term, _ := election.NewTerm(must(election.NewOptions()), election.Leader{ID: "a", Token: 1}, time.Now())
+	term, _ := backend.NewTerm(must(election.NewOptions()), election.Leader{ID: "a", Token: 1}, time.Now())
 	for _, c := range []struct {
 		name string
 		to   string
@@ -57,7 +58,7 @@ func must[T any](v T, err error) T {
 func TestNilArguments(t *testing.T) {
 	var nilCtx context.Context // a variable: a literal nil ctx is what vet tools flag
 	ctx := context.Background()
-	term, _ := election.NewTerm(must(election.NewOptions()), election.Leader{ID: "a", Token: 1}, time.Now())
+	term, _ := backend.NewTerm(must(election.NewOptions()), election.Leader{ID: "a", Token: 1}, time.Now())
 	for _, c := range []struct {
 		name, field string
 		call        func() error

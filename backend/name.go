@@ -30,7 +30,7 @@ const exampleName = "/services/demo"
 // result is still one); it never trims, cleans or completes a name.
 func ValidateName(name string) error {
 	bad := func(reason string) error {
-		return &election.OptionError{Field: "name", Value: election.QuoteValue(name), Reason: reason}
+		return &election.OptionError{Field: "name", Value: QuoteValue(name), Reason: reason}
 	}
 	switch {
 	case name == "":
@@ -58,7 +58,7 @@ func ValidateName(name string) error {
 		}
 		switch {
 		case seg[0] == '_':
-			return bad(fmt.Sprintf("segment %s begins with \"_\", which is reserved for the backends' own keys and nodes", election.QuoteValue(seg)))
+			return bad(fmt.Sprintf("segment %s begins with \"_\", which is reserved for the backends' own keys and nodes", QuoteValue(seg)))
 		case i == 0 && seg == "zookeeper":
 			return bad("must not be under \"/zookeeper\", which ZooKeeper reserves")
 		}

@@ -68,9 +68,9 @@ func TestValidateNameRefuses(t *testing.T) {
 		if !errors.Is(err, election.ErrInvalidOption) {
 			t.Errorf("ValidateName(%q) = %v, does not wrap ErrInvalidOption", tc.name, err)
 		}
-		if oe.Field != "name" || oe.Value != election.QuoteValue(tc.name) || oe.Reason != tc.reason {
+		if oe.Field != "name" || oe.Value != backend.QuoteValue(tc.name) || oe.Reason != tc.reason {
 			t.Errorf("ValidateName(%q) = {Field: %q, Value: %s, Reason: %s}\nwant {Field: \"name\", Value: %s, Reason: %s}",
-				tc.name, oe.Field, oe.Value, oe.Reason, election.QuoteValue(tc.name), tc.reason)
+				tc.name, oe.Field, oe.Value, oe.Reason, backend.QuoteValue(tc.name), tc.reason)
 		}
 	}
 }

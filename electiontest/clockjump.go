@@ -24,7 +24,7 @@ type NewCandidate func(t *testing.T, opts ...election.Option) election.Elector
 // jumps by hours (ClockJumps) while its monotonic time runs on, a leader
 // keeps its Term through its renewals, no other candidate is elected
 // meanwhile, and a Resign still hands over (P3 under clock steps). It
-// covers any backend whose Terms come from election.NewTerm; a backend
+// covers any backend whose Terms come from backend.NewTerm; a backend
 // that reads the wall clock itself for a deadline fails it. Run it
 // outside testing/synctest (a bubble's fake clock has no monotonic
 // reading to keep), and not in parallel with other tests of the process:

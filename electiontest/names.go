@@ -68,9 +68,9 @@ func testNames(w *world) {
 			if e != nil {
 				w.close(e)
 			}
-			w.t.Errorf("name %s: accepted; want %v", election.QuoteValue(name), want)
+			w.t.Errorf("name %s: accepted; want %v", backend.QuoteValue(name), want)
 		case !errors.Is(err, election.ErrInvalidOption) || err.Error() != want.Error():
-			w.t.Errorf("name %s: %v; want %v", election.QuoteValue(name), err, want)
+			w.t.Errorf("name %s: %v; want %v", backend.QuoteValue(name), err, want)
 		}
 	}
 	root := fmt.Sprintf("/electiontest-%016x", rand.Uint64()) // meets no election of an earlier run
@@ -86,7 +86,7 @@ func testNames(w *world) {
 // resigns and closes.
 func (w *world) usable(name, id string) {
 	w.t.Helper()
-	what := "name " + election.QuoteValue(name)
+	what := "name " + backend.QuoteValue(name)
 	e, err := w.h.Named(w.t, name, election.WithID(id))
 	if err != nil {
 		w.t.Errorf("%s: %v; want a candidate", what, err)

@@ -4,22 +4,22 @@
 // number that warns before a lease is lost), Campaign waits and the leader
 // changes Observe reports.
 //
-// It is fed only through election.Observer, so it works with every backend
-// and no backend has code for it. Give the same Observer to the Elector
-// (election.WithObserver: its Terms and renewals) and to election.Run
-// (Callbacks.Observer: its campaigns and leader changes):
+// It is fed only through election.Events, so it works with every backend
+// and no backend has code for it. Give the Collector's Events to the
+// Elector (election.WithEvents): it reports the Elector's Terms and
+// renewals, and, under election.Run, its campaigns and leader changes:
 //
-//	m, err := metrics.New("orders")
+//	m, err := metrics.New("/orders")
 //	if err != nil {
 //		return err
 //	}
 //	prometheus.MustRegister(m)
-//	e, err := etcd.New(cli, "/orders", election.WithObserver(m.Observer()))
+//	e, err := etcd.New(cli, "/orders", election.WithEvents(m.Events()))
 //	…
-//	err = election.Run(ctx, e, election.Callbacks{Observer: m.Observer(), …})
+//	err = election.Run(ctx, e, election.Callbacks{OnElected: serve})
 //
 // A service that runs many elections (one per shard, say) uses one Set,
-// registered once, and asks it for an Observer per election name; Forget
+// registered once, and asks it for the Events of each election name; Forget
 // drops the series of an election the process no longer takes part in.
 // Collectors of different elections can share a registry too, but not with
 // a Set of the same namespace.
@@ -32,7 +32,7 @@
 // # Metrics
 //
 // Every metric carries the label election, the name given to New or
-// Set.Observer; none carries a token or a candidate ID, so the number of
+// Set.Events; none carries a token or a candidate ID, so the number of
 // series does not grow with leaderships. The names below use the default
 // namespace "election" (WithNamespace changes it). A token is a float64
 // sample: exact up to 2^53.
@@ -59,10 +59,10 @@
 //
 // The slack of a renewal attempt is how much of the Term's validity was
 // left when it was sent: the deadline before it minus its send time
-// (election.Observer.Renewed). With renewals every I and a lease window W
+// (election.Events.Renewed). With renewals every I and a lease window W
 // it stays near W − I; when renewals fail it falls toward zero, and the
 // Term ends with ErrLeaseExpired when it gets there. The window is not
-// handed to an Observer: the collector learns it from the first
+// handed to the Events: the collector learns it from the first
 // successful renewal of each Term (its new deadline minus its send time is
 // the window), and keeps it for the next Terms of the election, so
 // election_renewal_slack_ratio and election_lease_window_seconds appear
@@ -77,7 +77,7 @@
 //
 // # Concurrency and ordering
 //
-// Observers are safe for concurrent use, and so is Collect. The calls for
+// The Events are safe for concurrent use, and so is Collect. The calls for
 // one Term come in order, but those of different Terms may overlap (the end
 // of one Term can be reported after the start of the next), so
 // election_leading counts the Terms begun and not yet ended, by token,

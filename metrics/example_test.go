@@ -19,9 +19,9 @@ import (
 // The metrics of one election, wired into election.Run and served by
 // promhttp. The election runs on backend/inmem; with etcd or ZooKeeper
 // only the constructor changes (etcd.New(cli, "/orders",
-// election.WithObserver(m.Observer()))).
+// election.WithEvents(m.Events()))).
 func Example() {
-	m, err := metrics.New("orders")
+	m, err := metrics.New("/orders")
 	if err != nil {
 		panic(err)
 	}
@@ -35,39 +35,38 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	// The Elector reports its Terms and renewals...
-	e, err := c.Join(election.WithID("replica-1"), election.WithObserver(m.Observer()))
+	// The Elector reports its Terms and renewals, and under Run its
+	// campaigns and the leader changes it observes.
+	e, err := c.Join(election.WithID("replica-1"), election.WithEvents(m.Events()))
 	if err != nil {
 		panic(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	// ...and Run its campaigns and the leader changes it observes.
 	err = election.Run(ctx, e, election.Callbacks{
-		Observer: m.Observer(),
 		OnElected: func(ctx context.Context, t *election.Term) {
 			stop()       // the service shuts down...
 			<-ctx.Done() // ...and Run resigns
 		},
 	})
 	fmt.Println("Run:", err)
-	c.Close() // waits until every Observer call has returned
+	c.Close() // waits until every Events call has returned
 
 	printSeries(srv.URL,
 		`election_campaign_wait_seconds_count{`,
 		`election_leaderships_gained_total{`,
-		`election_leaderships_lost_total{election="orders",reason="resigned"}`,
+		`election_leaderships_lost_total{election="/orders",reason="resigned"}`,
 		`election_leading{`)
 	// Output:
 	// Run: context canceled
-	// election_campaign_wait_seconds_count{election="orders",outcome="elected"} 1
-	// election_campaign_wait_seconds_count{election="orders",outcome="failed"} 0
-	// election_leaderships_gained_total{election="orders"} 1
-	// election_leaderships_lost_total{election="orders",reason="resigned"} 1
-	// election_leading{election="orders"} 0
+	// election_campaign_wait_seconds_count{election="/orders",outcome="elected"} 1
+	// election_campaign_wait_seconds_count{election="/orders",outcome="failed"} 0
+	// election_leaderships_gained_total{election="/orders"} 1
+	// election_leaderships_lost_total{election="/orders",reason="resigned"} 1
+	// election_leading{election="/orders"} 0
 }
 
 // A service with one election per shard registers one Set and asks it for
-// an Observer per shard; WithSharedHistograms keeps the series per shard
+// the Events of each shard; WithSharedHistograms keeps the series per shard
 // few. Forget drops a shard that moved away.
 func ExampleSet() {
 	set, err := metrics.NewSet(metrics.WithSharedHistograms())
@@ -79,8 +78,8 @@ func ExampleSet() {
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
 
-	for _, shard := range []string{"shard-0", "shard-1", "shard-2"} {
-		obs, err := set.Observer(shard)
+	for _, shard := range []string{"/shards/0", "/shards/1", "/shards/2"} {
+		ev, err := set.Events(shard)
 		if err != nil {
 			panic(err)
 		}
@@ -88,7 +87,7 @@ func ExampleSet() {
 		if err != nil {
 			panic(err)
 		}
-		e, err := c.Join(election.WithID("replica-1"), election.WithObserver(obs))
+		e, err := c.Join(election.WithID("replica-1"), election.WithEvents(ev))
 		if err != nil {
 			panic(err)
 		}
@@ -97,13 +96,13 @@ func ExampleSet() {
 		}
 		c.Close()
 	}
-	set.Forget("shard-1")
+	set.Forget("/shards/1")
 
-	printSeries(srv.URL, `election_leaderships_gained_total{`, `election_leaderships_lost_total{election="shard-0",reason="closed"}`)
+	printSeries(srv.URL, `election_leaderships_gained_total{`, `election_leaderships_lost_total{election="/shards/0",reason="closed"}`)
 	// Output:
-	// election_leaderships_gained_total{election="shard-0"} 1
-	// election_leaderships_gained_total{election="shard-2"} 1
-	// election_leaderships_lost_total{election="shard-0",reason="closed"} 1
+	// election_leaderships_gained_total{election="/shards/0"} 1
+	// election_leaderships_gained_total{election="/shards/2"} 1
+	// election_leaderships_lost_total{election="/shards/0",reason="closed"} 1
 }
 
 // printSeries scrapes url and prints the sample lines that start with one

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 )
 
 var (
@@ -17,8 +18,8 @@ var (
 )
 
 // Collector exports the metrics of one election. Register it with a
-// prometheus.Registerer, and give its Observer to the Elector
-// (election.WithObserver) and to election.Run (Callbacks.Observer).
+// prometheus.Registerer, and give its Events to the Elector
+// (election.WithEvents).
 //
 // The election is a constant label of a Collector's metrics, so Collectors
 // of different elections can be registered with one registry. A Set
@@ -49,10 +50,11 @@ func New(name string, opts ...Option) (*Collector, error) {
 	return &Collector{v: v, t: newTracker(v, nil)}, nil
 }
 
-// Observer returns the Observer that feeds the Collector; every call
-// returns the same one. Give it to the Elector (election.WithObserver) and
-// to election.Run (Callbacks.Observer).
-func (c *Collector) Observer() *election.Observer { return c.t.obs }
+// Events returns the Events that feed the Collector; every call returns
+// the same one. Give it to the Elector (election.WithEvents): it reports
+// the Elector's Terms and, under election.Run, its campaigns and leader
+// changes.
+func (c *Collector) Events() *election.Events { return c.t.obs }
 
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) { c.v.describe(ch) }
@@ -61,8 +63,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) { c.v.describe(ch) }
 func (c *Collector) Collect(ch chan<- prometheus.Metric) { c.v.collect(ch) }
 
 // Set exports the metrics of any number of elections under one
-// prometheus.Collector: register it once, and ask it for an Observer per
-// election name. Safe for concurrent use.
+// prometheus.Collector: register it once, and ask it for the Events of
+// each election name. Safe for concurrent use.
 type Set struct {
 	v *vecs
 
@@ -80,12 +82,12 @@ func NewSet(opts ...Option) (*Set, error) {
 	return &Set{v: newVecs(cfg, nil, []string{"election"}), trackers: make(map[string]*tracker)}, nil
 }
 
-// Observer returns the Observer of the election named name, the value of
-// the election label of its metrics, and starts exporting its metrics (at
-// 0). Calls with the same name return the same Observer, until Forget. A
-// refused name is an *election.OptionError wrapping
-// election.ErrInvalidOption.
-func (s *Set) Observer(name string) (*election.Observer, error) {
+// Events returns the Events of the election named name, the value of the
+// election label of its metrics, and starts exporting its metrics (at 0).
+// Give them to that election's Elector (election.WithEvents). Calls with
+// the same name return the same Events, until Forget. A refused name is
+// an *election.OptionError wrapping election.ErrInvalidOption.
+func (s *Set) Events(name string) (*election.Events, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -101,8 +103,8 @@ func (s *Set) Observer(name string) (*election.Observer, error) {
 
 // Forget stops exporting the metrics of the election named name, say
 // when this process no longer takes part in it (a shard moved away), and
-// reports whether the Set had it. An Observer of it that is still in use
-// changes nothing any more; a later Observer call for the name starts its
+// reports whether the Set had it. Its Events, if still in use, change
+// nothing any more; a later Events call for the name starts its
 // metrics afresh, from 0. The Set's shared histograms
 // (WithSharedHistograms) keep what it observed.
 func (s *Set) Forget(name string) bool {
@@ -128,7 +130,7 @@ func checkName(name string) error {
 	case name == "":
 		return &election.OptionError{Field: "metrics election name", Value: `""`, Reason: "must not be empty"}
 	case !utf8.ValidString(name):
-		return &election.OptionError{Field: "metrics election name", Value: election.QuoteValue(name), Reason: "must be valid UTF-8 (it is a label value)"}
+		return &election.OptionError{Field: "metrics election name", Value: backend.QuoteValue(name), Reason: "must be valid UTF-8 (it is a label value)"}
 	}
 	return nil
 }
@@ -275,7 +277,7 @@ type tracker struct {
 	renewOK, renewFailed    prometheus.Counter
 	latency, slack          prometheus.Observer
 	campElected, campFailed prometheus.Observer
-	obs                     *election.Observer
+	obs                     *election.Events
 
 	mu        sync.Mutex
 	forgotten bool                     // Set.Forget: the per-Term gauges stay deleted
@@ -310,7 +312,7 @@ func newTracker(v *vecs, lv []string) *tracker {
 		t.lost = append(t.lost, v.lost.WithLabelValues(with(r.name)...))
 	}
 	t.lost = append(t.lost, v.lost.WithLabelValues(with(reasonOther)...))
-	t.obs = &election.Observer{
+	t.obs = &election.Events{
 		Elected:       t.elected,
 		Renewed:       t.renewed,
 		Ended:         t.ended,
@@ -404,7 +406,7 @@ func (t *tracker) leaderChanged(l election.Leader) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if l.Equal(t.leader) {
-		return // the same value twice (two Runs sharing the Observer)
+		return // the same value twice (two Runs sharing the Events)
 	}
 	l.Value = bytes.Clone(l.Value)
 	t.leader = l

@@ -34,9 +34,9 @@ func newSet(t *testing.T, opts ...metrics.Option) (*metrics.Set, *prometheus.Reg
 	return s, reg
 }
 
-func observer(t *testing.T, s *metrics.Set, name string) *election.Observer {
+func observer(t *testing.T, s *metrics.Set, name string) *election.Events {
 	t.Helper()
-	o, err := s.Observer(name)
+	o, err := s.Events(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestLostReasons(t *testing.T) {
 
 // Leader changes count each new value, a change to none included; the
 // first report of no leader, and a value reported twice in a row (two
-// Runs on one Observer), do not count.
+// Runs on one Events), do not count.
 func TestLeaderChanges(t *testing.T) {
 	s, reg := newSet(t)
 	o := observer(t, s, "x")
@@ -180,7 +180,7 @@ func TestCollectorsShareARegistry(t *testing.T) {
 		if err := reg.Register(m); err != nil {
 			t.Fatalf("registering the Collector of %s: %v", name, err)
 		}
-		m.Observer().Elected(election.Leader{ID: "a", Token: uint64(10 + i)}, time.Now().Add(time.Second))
+		m.Events().Elected(election.Leader{ID: "a", Token: uint64(10 + i)}, time.Now().Add(time.Second))
 	}
 	s, err := metrics.NewSet()
 	if err != nil {
@@ -214,13 +214,13 @@ func TestCollectorsShareARegistry(t *testing.T) {
 	}
 }
 
-// Forget drops an election's series; its Observer no longer changes them;
-// Observer afresh starts them at 0.
+// Forget drops an election's series; its Events no longer change them;
+// Events afresh starts them at 0.
 func TestForget(t *testing.T) {
 	s, reg := newSet(t)
 	x, y := observer(t, s, "x"), observer(t, s, "y")
 	if again := observer(t, s, "x"); again != x {
-		t.Error("Observer returned a new Observer for the same name")
+		t.Error("Events returned new Events for the same name")
 	}
 	now := time.Now()
 	x.Elected(election.Leader{ID: "a", Token: 3}, now.Add(time.Second))
@@ -248,7 +248,7 @@ func TestForget(t *testing.T) {
 	want(t, mfs, "election_leading", lbl("election", "y"), 1)
 	x2 := observer(t, s, "x")
 	if x2 == x {
-		t.Error("Observer after Forget returned the forgotten Observer")
+		t.Error("Events after Forget returned the forgotten Events")
 	}
 	mfs = scrape(t, reg)
 	want(t, mfs, "election_leaderships_gained_total", lbl("election", "x"), 0)
@@ -289,7 +289,7 @@ func TestOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := m.Observer()
+	o := m.Events()
 	now := time.Now()
 	o.Elected(election.Leader{ID: "a", Token: 1}, now.Add(time.Second))
 	o.Renewed(renewal(1, now, time.Millisecond, nil, now.Add(3*time.Second)), 1500*time.Millisecond)
@@ -322,7 +322,7 @@ func TestInvalid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setObserver := func(name string) error { _, err := s.Observer(name); return err }
+	setEvents := func(name string) error { _, err := s.Events(name); return err }
 	newWith := func(opts ...metrics.Option) error { _, err := metrics.New("x", opts...); return err }
 	for _, tc := range []struct {
 		what  string
@@ -331,7 +331,7 @@ func TestInvalid(t *testing.T) {
 	}{
 		{"New empty name", func() error { _, err := metrics.New(""); return err }(), `election name = ""`},
 		{"New invalid UTF-8", func() error { _, err := metrics.New("a\xff"); return err }(), `"a\xff"`},
-		{"Set.Observer empty name", setObserver(""), `election name = ""`},
+		{"Set.Events empty name", setEvents(""), `election name = ""`},
 		{"empty namespace", newWith(metrics.WithNamespace("")), `WithNamespace = ""`},
 		{"namespace with a dash", newWith(metrics.WithNamespace("my-app")), `"my-app"`},
 		{"namespace starting with a digit", newWith(metrics.WithNamespace("1x")), `"1x"`},
@@ -351,7 +351,7 @@ func TestInvalid(t *testing.T) {
 	}
 }
 
-// Observers of many elections, called from many goroutines while the
+// The Events of many elections, called from many goroutines while the
 // registry is gathered, lose no event (run with -race).
 func TestConcurrentUse(t *testing.T) {
 	s, reg := newSet(t)

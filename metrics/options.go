@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 )
 
 // DefaultNamespace prefixes every metric name unless WithNamespace says
@@ -95,7 +96,7 @@ func newConfig(opts []Option) (config, error) {
 		opt(&c)
 	}
 	if !namespaceRE.MatchString(c.namespace) {
-		return config{}, &election.OptionError{Field: "metrics.WithNamespace", Value: election.QuoteValue(c.namespace),
+		return config{}, &election.OptionError{Field: "metrics.WithNamespace", Value: backend.QuoteValue(c.namespace),
 			Reason: "must be letters, digits and underscores, not starting with a digit"}
 	}
 	for _, b := range []struct {

@@ -14,9 +14,9 @@ import (
 	"github.com/electkit/election/metrics"
 )
 
-// Under election.Run with Callbacks.Observer, the Collector times each
-// Campaign by its outcome and counts the leader changes Observe reports;
-// with the same Observer on the Electors, it follows their Terms.
+// Under election.Run, the Collector whose Events the Electors were given
+// times each Campaign by its outcome, counts the leader changes Observe
+// reports and follows the Terms.
 func TestRunCampaignsAndLeaderChanges(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m, err := metrics.New("jobs")
@@ -30,11 +30,11 @@ func TestRunCampaignsAndLeaderChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		a, err := c.Join(election.WithID("a"), election.WithObserver(m.Observer()))
+		a, err := c.Join(election.WithID("a"), election.WithEvents(m.Events()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := c.Join(election.WithID("b"), election.WithObserver(m.Observer()))
+		b, err := c.Join(election.WithID("b"), election.WithEvents(m.Events()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,6 @@ func TestRunCampaignsAndLeaderChanges(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				done <- election.Run(ctx, e, election.Callbacks{
-					Observer:  m.Observer(),
 					OnElected: func(_ context.Context, t *election.Term) { elected <- t },
 				})
 			}()

@@ -31,7 +31,7 @@ func TestScrapeThroughTerms(t *testing.T) {
 		}
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(set)
-		obs, err := set.Observer("orders")
+		obs, err := set.Events("orders")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +43,7 @@ func TestScrapeThroughTerms(t *testing.T) {
 		defer c.Close()
 		var sick atomic.Bool
 		join := func(id string, opts ...election.Option) *inmem.Elector {
-			e, err := c.Join(append([]election.Option{election.WithID(id), election.WithObserver(obs)}, opts...)...)
+			e, err := c.Join(append([]election.Option{election.WithID(id), election.WithEvents(obs)}, opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,7 +14,8 @@
 //
 // # Keys
 //
-// Under the election's name N (see layout.go for the exact format):
+// Under the election's name N (values are JSON records naming the candidate;
+// N/_t's value is its target's queue key):
 //
 //	N/_l                                      the leader key, under the leader's lease
 //	N/_r                                      a transfer request (RequestTransfer), while one is pending
@@ -140,15 +141,15 @@
 // window, stops every goroutine and leaves the client and a shared
 // Session open: they are the caller's.
 //
-// Errors of the store are sorted in one place (errors.go): a closed client,
-// a permission or authentication error (etcd's "permission denied", "user
-// name is empty", "authentication failed"; gRPC PermissionDenied,
+// Errors of the store are sorted alike everywhere in the package: a closed
+// client, a permission or authentication error (etcd's "permission denied",
+// "user name is empty", "authentication failed"; gRPC PermissionDenied,
 // Unauthenticated, InvalidArgument) is final — Campaign returns it wrapped
 // with the election's name, and a candidacy that meets one ends with
 // ErrSessionLost carrying it — and everything else (a lost connection, a
-// member without a Raft leader, a timeout) is retried every 50 ms and
-// logged at most once per 5 s per candidacy, with the number of lines
-// left out, so a retry is never silent.
+// member without a Raft leader, a timeout) is retried every 50 ms and logged
+// at most once per 5 s per candidacy, with the number of lines left out, so
+// a retry is never silent.
 //
 // An invalid (stale) auth token is retried, not final. A client with a
 // user name and password logs in again (a bcrypt check and a Raft write)
@@ -193,7 +194,7 @@
 // log the order). It is not a guarantee: etcd delivers one event to two
 // watch streams in no fixed order, and the old leader's process may be
 // paused or slow. The token covers the rest: a store the leader writes to
-// should fence on it (LeaderCmp, or comparing tokens), as it must for a
+// should fence on it (Fence, or comparing tokens), as it must for a
 // paused process anyway.
 //
 // Keys that are not this package's fail closed (P8). A queue key without
@@ -238,7 +239,7 @@
 //
 // # Fencing
 //
-// LeaderCmp gives a clientv3.Cmp that holds exactly while the leader key
+// Fence gives a clientv3.Cmp that holds exactly while the leader key
 // has the Term's token as its create revision: in the If of a transaction
 // it makes the writes happen only while the Term is current. Proclaim
 // changes the Value observers see, guarded the same way.

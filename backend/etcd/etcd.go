@@ -86,7 +86,7 @@ type candidacy struct {
 	waiting  atomic.Bool     // it waits on a live watch (follower.wait): its reads are done until the watch fires
 	retries  lograte.Limiter // log lines of retried errors
 	elected  chan struct{}   // closed once lc is set
-	lc       *election.LeaseClock
+	lc       *backend.LeaseClock
 	token    int64 // the leader key's create revision once leading (guarded by Elector.mu)
 	keyGone  bool  // its keys were deleted; only a private lease is left to revoke (guarded by Elector.mu)
 	retrying bool  // releaseShared runs for it (guarded by Elector.mu)
@@ -159,15 +159,19 @@ func newElector(cli *clientv3.Client, s *Session, name string, opts []election.O
 	}, nil
 }
 
-// Prefix returns the key prefix under which the election's keys live.
-func (e *Elector) Prefix() string { return e.lay.prefix }
-
-// LeaderKey returns the key that names the leader: it exists exactly while
-// some candidate leads, and its create revision is the token.
-func (e *Elector) LeaderKey() string { return e.lay.leader }
+// Name returns the election's name, the one given to New.
+func (e *Elector) Name() string { return e.name }
 
 // ID returns the candidate's ID.
 func (e *Elector) ID() string { return e.o.ID }
+
+// Options returns the options the Elector was made with (election.Run
+// reports its campaigns to their Events). Their Value is a copy.
+func (e *Elector) Options() election.Options {
+	o := e.o
+	o.Value = append([]byte(nil), o.Value...)
+	return o
+}
 
 // Campaign implements election.Elector: it queues the candidate (a key
 // under its lease), waits until it heads the queue and the leader key is
@@ -696,8 +700,7 @@ func (e *Elector) releasePending(ctx context.Context) {
 // Resign implements election.Elector: it ends the Term (if leading) before
 // any I/O, stops the renewals and deletes the keys, so the next candidate
 // leads at once; a private lease, emptied, is revoked later, off the
-// handover's path (see release), and with it the leases of earlier
-// candidacies. It is idempotent. If a request fails (its reply lost, etcd
+// handover's path, and with it the leases of earlier candidacies. It is idempotent. If a request fails (its reply lost, etcd
 // unreachable), Resign returns the error and keeps what is left to release
 // for the next Campaign, Resign or Close; a private lease expires on its
 // own.

@@ -11,7 +11,7 @@ import (
 	"github.com/electkit/election/backend/etcd"
 )
 
-// A candidate campaigns, writes with its token fenced by LeaderCmp, and
+// A candidate campaigns, writes with its token fenced by Fence, and
 // hands its leadership to another candidate before it is drained.
 func Example() {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:2379"}, DialTimeout: 5 * time.Second})
@@ -32,7 +32,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	// A write that commits only while this Term is current.
-	cmp, err := e.LeaderCmp(t)
+	cmp, err := e.Fence(t)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -29,23 +29,41 @@ func (e *Elector) candidacyOf(t *election.Term) (*candidacy, error) {
 	return c, nil
 }
 
-// LeaderCmp returns a comparison that holds exactly while the leader key
+// Fence returns a comparison that holds exactly while the leader key
 // exists with t's create revision (the token), that is while etcd counts
-// t's candidate as leader: put it in the If of a transaction so that the transaction's
-// writes happen only while t is current — the etcd-native way to fence
-// writes, stronger than checking the token before writing.
+// t's candidate as leader: put it in the If of a transaction so that the
+// transaction's writes happen only while t is current — the etcd-native
+// way to fence writes, stronger than checking the token before writing.
 //
-//	cmp, err := e.LeaderCmp(t)
+//	cmp, err := e.Fence(t)
 //	resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut("/jobs/next", "42")).Commit()
 //	// resp.Succeeded is false once another candidate leads.
 //
-// It fails with election.ErrNotLeader if t is not this Elector's current
-// Term.
-func (e *Elector) LeaderCmp(t *election.Term) (clientv3.Cmp, error) {
+// It fails with an error wrapping election.ErrNotLeader if t is not this
+// Elector's current, valid Term.
+func (e *Elector) Fence(t *election.Term) (clientv3.Cmp, error) {
 	if _, err := e.candidacyOf(t); err != nil {
 		return clientv3.Cmp{}, err
 	}
+	if err := t.Err(); err != nil {
+		return clientv3.Cmp{}, fmt.Errorf("%w: %s ended: %w", election.ErrNotLeader, t, err)
+	}
 	return clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", int64(t.Token())), nil
+}
+
+// FenceKey returns the key that Fence compares: the leader key, which
+// exists exactly while some candidate leads, whose create revision is the
+// token and whose value names the leader (deleting it ends t). It fails
+// with an error wrapping election.ErrNotLeader if t is not this Elector's
+// current, valid Term.
+func (e *Elector) FenceKey(t *election.Term) (string, error) {
+	if _, err := e.candidacyOf(t); err != nil {
+		return "", err
+	}
+	if err := t.Err(); err != nil {
+		return "", fmt.Errorf("%w: %s ended: %w", election.ErrNotLeader, t, err)
+	}
+	return e.lay.leader, nil
 }
 
 // Proclaim publishes value as the leader's Value without a new election:

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/record"
 )
 
@@ -675,7 +676,7 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	}
 	leader := c.leader
 	leader.Token = uint64(token)
-	term, lc := election.NewTerm(e.o, leader, sent)
+	term, lc := backend.NewTerm(e.o, leader, sent)
 	var err error
 	e.mu.Lock()
 	select {
@@ -926,7 +927,7 @@ func (e *Elector) pause(ctx context.Context, c *candidacy, d time.Duration) erro
 // its send time and outcome. A failed renewal is retried every retryDelay
 // (hook first) until the clock's deadline ends the Term. When the Term
 // ends for any reason, the candidacy is withdrawn, so its keys go at once.
-func (e *Elector) renewLoop(c *candidacy, lc *election.LeaseClock) {
+func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 	defer e.wg.Done()
 	defer e.forget(c)
 	t := lc.Term()

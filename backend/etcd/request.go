@@ -9,17 +9,19 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/record"
 	"github.com/electkit/election/internal/skeleton"
 )
 
-var _ election.TransferRequester = (*Elector)(nil)
+var _ backend.TransferRequester = (*Elector)(nil)
 
-// RequestTransfer implements election.TransferRequester: it puts the
-// request key, naming the leader's token (only while that token still
-// leads), and watches the leader key and the request key until the target
-// leads, the leader answers that it cannot, or two lease windows pass.
-// The request key is deleted before it returns.
+// RequestTransfer asks the leader to transfer (call it through
+// election.RequestTransfer): it puts the request key, naming the leader's
+// token (only while that token still leads), and watches the leader key and
+// the request key until the target leads, the leader answers that it
+// cannot, or two lease windows pass. The request key is deleted before it
+// returns.
 func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Leader, error) {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return election.Leader{}, err

@@ -12,13 +12,14 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/record"
 	"github.com/electkit/election/internal/skeleton"
 )
 
 var (
-	_ election.Lister     = (*Elector)(nil)
-	_ election.Transferer = (*Elector)(nil)
+	_ backend.Lister     = (*Elector)(nil)
+	_ backend.Transferer = (*Elector)(nil)
 )
 
 // waiter is a waiting candidate as read from the queue.
@@ -61,9 +62,10 @@ func (e *Elector) readQueue(ctx context.Context) ([]waiter, error) {
 	return ws, nil
 }
 
-// Candidates implements election.Lister: one read of the whole queue
-// (see readQueue).
-func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
+// Candidates lists the candidates waiting in the election, in the order
+// they would lead (see election.Candidates), with one read of the whole
+// queue: one range request of the queue keys.
+func (e *Elector) Candidates(ctx context.Context) ([]election.Candidate, error) {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return nil, err
 	}
@@ -77,9 +79,9 @@ func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
 	if err != nil {
 		return nil, e.storeErr(ctx, "reading the queue", err)
 	}
-	out := make([]election.Leader, 0, len(ws))
+	out := make([]election.Candidate, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, w.ld)
+		out = append(out, election.Candidate{ID: w.ld.ID, Value: w.ld.Value, Priority: w.ld.Priority})
 	}
 	return out, nil
 }
@@ -118,10 +120,11 @@ func (e *Elector) leading(t *election.Term) (*candidacy, error) {
 	return c, nil
 }
 
-// Transfer implements election.Transferer. It reads the queue to find the
-// target (one read of the whole queue), then hands over in one
-// transaction (see layout.go, N/_t) and watches the leader key until the
-// target has created it.
+// Transfer hands t's leadership on (see election.Transfer). It reads the
+// queue to find the target (one read of the whole queue), then hands over
+// in one transaction — deleting the leader key and its own queue key,
+// putting N/_t, which names the target's queue key, under the target's
+// lease — and watches the leader key until the target has created it.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return err
@@ -163,7 +166,7 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	e.mu.Unlock()
 	e.end(c, cause)
 	if lc != nil {
-		lc.AwaitHooks(election.HandOverWait) // the old Term's Observer.Ended before the next leader
+		lc.AwaitHooks(backend.HandOverWait) // the old Term's Observer.Ended before the next leader
 	}
 	tkey := string(target.Key)
 	resp, err := e.cli.Txn(ctx).If(

@@ -69,8 +69,8 @@
 // Priority is the election attribute, and the batches above decide who
 // leads next: the remaining candidates of the current batch, best
 // (Priority, earlier Join) first, and then the candidates at the gate, in
-// the same order. A member's Elector is an election.Lister: Candidates
-// lists the waiting candidates in exactly that order (a better candidate
+// the same order. election.Candidates on a member's Elector lists the
+// waiting candidates in exactly that order (a better candidate
 // that campaigned during a batch is listed after the rest of that batch,
 // which leads before it). It is the gate's view, the same on every member,
 // partitions or not. Ties go to the earlier Join, not to the earlier
@@ -97,9 +97,8 @@
 //     the leadership to that candidate. The gate watches the clock, not
 //     the leader: a leader cut off from the candidate steps down all the
 //     same.
-//   - Transfer (the Elector is an election.Transferer; call
-//     election.Transfer): to the named waiting candidate, or to the first
-//     of Candidates. Transfer returns once the target's Campaign has its
+//   - Transfer (call election.Transfer with the member's Elector): to
+//     the named waiting candidate, or to the first of Candidates. Transfer returns once the target's Campaign has its
 //     Term. It fails with election.ErrTransferFailed if the target leaves
 //     first (Resign, Close, Crash, the end of its Campaign's ctx), or if
 //     it has not led within the old Term's lease window plus the failure
@@ -110,10 +109,10 @@
 //     its confirmation or been taken for dead: with a crashed member, a
 //     transfer takes about that timeout.
 //
-// The Elector is not an election.TransferRequester: every member of a
-// Cluster lives in this process, so a program that wants the leadership
-// moved calls Transfer on the leading member's Elector (the one whose
-// Campaign returned the Term); RequestTransfer returns an error wrapping
+// election.RequestTransfer is not supported: every member of a Cluster
+// lives in this process, so a program that wants the leadership moved
+// calls Transfer on the leading member's Elector (the one whose Campaign
+// returned the Term); RequestTransfer returns an error wrapping
 // errors.ErrUnsupported.
 //
 // Every algorithm supports both, Zab included (its target needs the ACKs
@@ -144,7 +143,7 @@
 // # The lease
 //
 // A Term is valid until its last renewal's send time + TTL/(1+Drift) −
-// Margin (election.LeaseClock). The TTL is not the member's to choose: it
+// Margin (backend.LeaseClock). The TTL is not the member's to choose: it
 // is Timing.LeaseTTL = (TimeoutTicks − 2) ticks − 2 × Latency, derived from
 // the failure detectors. A detector takes the leader for dead only after a
 // probe it sent went unanswered for TimeoutTicks, and the leader answers

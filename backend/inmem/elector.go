@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/classic"
 	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/skeleton"
@@ -15,9 +16,10 @@ import (
 )
 
 // Elector is one member of a Cluster: an election.Elector whose leadership
-// comes from the cluster's algorithm. Make one with Cluster.Join. It is
-// also an election.Lister and an election.Transferer (see "Priority,
-// preemption and transfer" in the package doc).
+// comes from the cluster's algorithm. Make one with Cluster.Join. It
+// can list its election's candidates (election.Candidates) and transfer
+// its leadership (election.Transfer); see "Priority, preemption and
+// transfer" in the package doc.
 type Elector struct {
 	c       *Cluster
 	num     int // member number: join order, never reused
@@ -85,12 +87,20 @@ func (cd *candidacy) resolveLocked(ts *termState, err error) {
 // termState is a Term with its lease clock.
 type termState struct {
 	term  *election.Term
-	lc    *election.LeaseClock
+	lc    *backend.LeaseClock
 	epoch uint64
 }
 
 // ID returns the member's ID (election.WithID).
 func (e *Elector) ID() string { return e.o.ID }
+
+// Options returns the options the Elector was made with (election.Run
+// reports its campaigns to their Events). Their Value is a copy.
+func (e *Elector) Options() election.Options {
+	o := e.o
+	o.Value = append([]byte(nil), o.Value...)
+	return o
+}
 
 func (e *Elector) downErr() error {
 	return fmt.Errorf("%w: %s: %w", election.ErrSessionLost, e.o.ID, errDown)

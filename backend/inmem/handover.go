@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/skeleton"
 )
@@ -32,8 +33,8 @@ type handoff struct {
 }
 
 var (
-	_ election.Lister     = (*Elector)(nil)
-	_ election.Transferer = (*Elector)(nil)
+	_ backend.Lister     = (*Elector)(nil)
+	_ backend.Transferer = (*Elector)(nil)
 )
 
 // handoffLocked returns the hand-over under way, dropping one that is
@@ -79,13 +80,12 @@ func (c *Cluster) waitingLocked() []*Elector {
 	return ws
 }
 
-// Candidates implements election.Lister: the candidates waiting in the
-// cluster's election, in the order they would lead under the batch rules
-// (see "Priority, preemption and transfer" in the package doc), with their
-// ID, Value and Priority and no Token. It is the gate's view, the same on
+// Candidates lists the candidates waiting in the cluster's election (see
+// election.Candidates), in the order they would lead under the batch rules
+// (see "Priority, preemption and transfer" in the package doc). It is the gate's view, the same on
 // every member, partitions or not. It fails with election.ErrClosed after
 // Close and election.ErrSessionLost while the member is crashed.
-func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
+func (e *Elector) Candidates(ctx context.Context) ([]election.Candidate, error) {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return nil, err
 	}
@@ -102,26 +102,26 @@ func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
 		return nil, e.downErr()
 	}
 	ws := c.waitingLocked()
-	out := make([]election.Leader, 0, len(ws))
+	out := make([]election.Candidate, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, election.Leader{ID: w.o.ID, Value: append([]byte(nil), w.o.Value...), Priority: w.o.Priority})
+		out = append(out, election.Candidate{ID: w.o.ID, Value: append([]byte(nil), w.o.Value...), Priority: w.o.Priority})
 	}
 	return out, nil
 }
 
-// Transfer implements election.Transferer (call it through
-// election.Transfer). t must be the member's valid Term. The target is the
-// waiting candidate named to, or the first of Candidates when to is "";
-// if there is none, the error wraps election.ErrNoCandidate and, with
-// election.StepDown, the member resigns. Otherwise t ends with an error
-// wrapping election.ErrTransferred, the member leaves the election (as
-// after Resign), and the gate admits the target alone: the algorithm
-// elects it, with a higher token, and Transfer returns nil once its
-// Campaign has its Term. If the target leaves first (Resign, Close, Crash,
-// its Campaign's ctx), Transfer fails with election.ErrTransferFailed; if
-// it has not led within t's lease window, or ctx ends, or the member is
-// closed, the hand-over lapses (the target goes back to the gate, in its
-// place) and the next leader comes from the normal order.
+// Transfer hands t's leadership on (call it through election.Transfer). t
+// must be the member's valid Term. The target is the waiting candidate
+// named to, or the first of Candidates when to is ""; if there is none, the
+// error wraps election.ErrNoCandidate and, with election.StepDown, the
+// member resigns. Otherwise t ends with an error wrapping
+// election.ErrTransferred, the member leaves the election (as after
+// Resign), and the gate admits the target alone: the algorithm elects it,
+// with a higher token, and Transfer returns nil once its Campaign has its
+// Term. If the target leaves first (Resign, Close, Crash, its Campaign's
+// ctx), Transfer fails with election.ErrTransferFailed; if it has not led
+// within t's lease window, or ctx ends, or the member is closed, the
+// hand-over lapses (the target goes back to the gate, in its place) and the
+// next leader comes from the normal order.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return err

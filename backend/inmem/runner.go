@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/classic"
 	"github.com/electkit/election/internal/clock"
 )
@@ -429,7 +430,7 @@ func (r *runner) maybeIssue() {
 		l.over = true // withdrawn: whoever withdrew makes the node ineligible
 		return
 	}
-	t, lc := election.NewTerm(e.o, l.leader, l.lastOK)
+	t, lc := backend.NewTerm(e.o, l.leader, l.lastOK)
 	if t.Err() != nil {
 		return
 	}

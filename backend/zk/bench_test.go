@@ -219,7 +219,7 @@ func BenchmarkManyCandidates(b *testing.B) {
 		registered := time.Since(start)
 		reads := func() (s int64) {
 			for _, e := range es {
-				s += e.Reads()
+				s += zk.Reads(e)
 			}
 			return s
 		}

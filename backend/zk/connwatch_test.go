@@ -68,7 +68,7 @@ func TestLeadersOnOneConnBeatTogether(t *testing.T) {
 
 	// Another client changes leader 3's node (a data change: its watch
 	// does not end the Term; its heartbeat does).
-	node, err := electors[3].Node(terms[3])
+	node, err := electors[3].FenceKey(terms[3])
 	if err != nil {
 		t.Fatal(err)
 	}

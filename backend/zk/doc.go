@@ -22,7 +22,7 @@
 //
 // # Layout
 //
-// Under the election path (see nodes.go for the exact format):
+// Under the election path:
 //
 //	_c_<GUID>-p<prio>-<seq>   one candidate node per candidacy: protected ephemeral-sequential
 //	_l                        the leader node: ephemeral, the leader's record, naming its candidate node
@@ -95,7 +95,7 @@
 // and every leadership is a new claim, so tokens increase across
 // leaderships (P2), also when the election path is deleted and made anew
 // (CURATOR-724: the sequence numbers restart, the zxid never goes back).
-// CheckOp returns a check of the leadership node, for Multi, so that
+// Fence returns a check of the leadership node, for Multi, so that
 // writes commit only while the leadership is current: the node's name is
 // unique to the leadership, and every claim deletes the leadership nodes
 // whose _l is gone, so the check fails from the moment anyone else leads.
@@ -249,11 +249,11 @@
 // guarantee — the server sends the two
 // notifications on two connections, and the old leader's process may be
 // paused — so a store the leader writes to should fence on the token
-// (CheckOp). A waiter whose node vanishes makes a new one and waits on
+// (Fence). A waiter whose node vanishes makes a new one and waits on
 // (see above). A persistent node named like a candidate's never leads and
 // is skipped (see Garbage).
 //
-// The client's errors are sorted in one place (errors.go): a closed
+// The client's errors are sorted alike everywhere in the package: a closed
 // connection (ErrClosing, or ErrConnectionClosed from a Conn closed for
 // good) ends Campaign at once with ErrSessionLost; an ACL or authentication
 // refusal (ErrNoAuth, ErrAuthFailed, ErrInvalidACL) or a bad path ends it

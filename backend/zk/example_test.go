@@ -12,7 +12,7 @@ import (
 )
 
 // Dial connects (and owns the connection); the leader fences its writes
-// to ZooKeeper with CheckOp in a Multi.
+// to ZooKeeper with Fence in a Multi.
 func Example() {
 	ctx := context.Background()
 	e, err := zk.Dial(ctx, zk.DialConfig{Servers: []string{"127.0.0.1:2181"}}, "/services/scheduler",
@@ -25,7 +25,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	check, err := e.CheckOp(t)
+	check, err := e.Fence(t)
 	if err != nil {
 		log.Fatal(err)
 	}

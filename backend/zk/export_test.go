@@ -5,6 +5,11 @@ func Clocks(e *Elector) int {
 	return e.terms.Len()
 }
 
+// Reads returns how many children listings and watches e has issued while
+// waiting to lead: a handover ahead of it costs O(1) of them (P9), however
+// many candidates wait.
+func Reads(e *Elector) int64 { return e.reads.Load() }
+
 // EncodePriority and DecodePriority expose the priority field of the
 // candidate nodes' names.
 var (

@@ -155,7 +155,7 @@ func TestTokensIncreaseAcrossPathRecreation(t *testing.T) {
 	if t2.Token() <= t1.Token() {
 		t.Fatalf("token %d after path recreation, not above %d", t2.Token(), t1.Token())
 	}
-	node, err := a.Node(t2)
+	node, err := a.FenceKey(t2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestLostCreateReply(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("candidate nodes %v; want exactly one", got)
 	}
-	node, err := a.Node(r.t)
+	node, err := a.FenceKey(r.t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +429,7 @@ func TestACLKeepsIntrudersOut(t *testing.T) {
 	chb := campaignAsync(ctxT(t), b)
 	intruder := newConn(t)
 	eventually(t, "bob's node", func() bool { return len(cands(t, intruder, path)) == 2 })
-	node, err := a.Node(ta)
+	node, err := a.FenceKey(ta)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,13 +457,13 @@ func TestACLKeepsIntrudersOut(t *testing.T) {
 	}
 }
 
-// CheckOp makes a write conditional on the leadership.
-func TestCheckOp(t *testing.T) {
+// Fence makes a write conditional on the leadership.
+func TestFence(t *testing.T) {
 	conn := newConn(t)
 	path := newPath(t)
 	a := newElector(t, conn, path, "a")
 	ta := lead(t, a)
-	op, err := a.CheckOp(ta)
+	op, err := a.Fence(ta)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +477,7 @@ func TestCheckOp(t *testing.T) {
 	if _, err := conn.Multi(op, &gozk.SetDataRequest{Path: data, Data: []byte("2"), Version: -1}); err == nil {
 		t.Fatal("a check op taken before Proclaim still passed")
 	}
-	op, err = a.CheckOp(ta)
+	op, err = a.Fence(ta)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,8 +493,8 @@ func TestCheckOp(t *testing.T) {
 	if _, err := conn.Multi(op, &gozk.SetDataRequest{Path: data, Data: []byte("3"), Version: -1}); !errors.Is(err, gozk.ErrNoNode) {
 		t.Fatalf("fenced write after Resign: %v; want ErrNoNode", err)
 	}
-	if _, err := a.CheckOp(ta); !errors.Is(err, election.ErrNotLeader) {
-		t.Fatalf("CheckOp after Resign: %v; want ErrNotLeader", err)
+	if _, err := a.Fence(ta); !errors.Is(err, election.ErrNotLeader) {
+		t.Fatalf("Fence after Resign: %v; want ErrNotLeader", err)
 	}
 	if err := a.Proclaim(ctxT(t), ta, nil); !errors.Is(err, election.ErrNotLeader) {
 		t.Fatalf("Proclaim after Resign: %v; want ErrNotLeader", err)
@@ -522,7 +522,7 @@ func TestNoHerd(t *testing.T) {
 	}
 	total := func() (s int64) {
 		for _, e := range es[1:] {
-			s += e.Reads()
+			s += zk.Reads(e)
 		}
 		return s
 	}
@@ -530,7 +530,7 @@ func TestNoHerd(t *testing.T) {
 	// once and set one watch (each counted as it starts); let them settle.
 	eventually(t, "every waiter watching", func() bool {
 		for _, e := range es[1:] {
-			if e.Reads() < 4 {
+			if zk.Reads(e) < 4 {
 				return false
 			}
 		}
@@ -541,14 +541,14 @@ func TestNoHerd(t *testing.T) {
 		// es[h] takes over; es[h+1], first in line then, watches anew
 		// (at least a read of the queue node and a watch) after es[h]'s
 		// claim, so the handover is over only once it has.
-		after := es[h+1].Reads() + 2
+		after := zk.Reads(es[h+1]) + 2
 		if err := es[h-1].Resign(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
 		if r := await(t, chs[h-1], patience, "next in line"); r.err != nil {
 			t.Fatal(r.err)
 		}
-		eventually(t, "the next in line watching", func() bool { return es[h+1].Reads() >= after })
+		eventually(t, "the next in line watching", func() bool { return zk.Reads(es[h+1]) >= after })
 		if d := total() - before; d > 3 {
 			t.Fatalf("handover %d cost the waiters %d listings and watches; want at most 3 (one waiter woken)", h, d)
 		}

@@ -12,20 +12,20 @@ import (
 	"github.com/electkit/election/internal/skeleton"
 )
 
-// CheckOp returns an operation for gozk.Conn.Multi that succeeds only while
+// Fence returns an operation for gozk.Conn.Multi that succeeds only while
 // t's leadership node exists at the version it had when last written by
 // this candidate: put it first in a Multi with your writes, and they
 // commit only while the leadership is current in ZooKeeper (the node goes
 // when the session does, on Resign or Transfer, and with the next claim of
 // any other candidate).
 //
-//	op, err := e.CheckOp(term)
+//	op, err := e.Fence(term)
 //	if err != nil { return err } // ErrNotLeader
 //	_, err = conn.Multi(op, &gozk.SetDataRequest{Path: "/config", Data: b, Version: -1})
 //
 // It returns an error wrapping election.ErrNotLeader when t is not this
 // Elector's current, valid Term.
-func (e *Elector) CheckOp(t *election.Term) (*gozk.CheckVersionRequest, error) {
+func (e *Elector) Fence(t *election.Term) (*gozk.CheckVersionRequest, error) {
 	c, err := e.current(t)
 	if err != nil {
 		return nil, err
@@ -35,11 +35,11 @@ func (e *Elector) CheckOp(t *election.Term) (*gozk.CheckVersionRequest, error) {
 	return &gozk.CheckVersionRequest{Path: c.lead, Version: c.version}, nil
 }
 
-// Node returns the path of t's leadership node ("_c_<GUID>-lead", whose
-// creation zxid is the token and which CheckOp checks), or an error
+// FenceKey returns the path of t's leadership node ("_c_<GUID>-lead", whose
+// creation zxid is the token and which Fence checks), or an error
 // wrapping election.ErrNotLeader when t is not this Elector's current,
 // valid Term. Deleting it ends the Term.
-func (e *Elector) Node(t *election.Term) (string, error) {
+func (e *Elector) FenceKey(t *election.Term) (string, error) {
 	c, err := e.current(t)
 	if err != nil {
 		return "", err

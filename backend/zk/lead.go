@@ -9,6 +9,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/clock"
 )
 
@@ -67,7 +68,7 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 	if err != nil {
 		return nil, e.stopped(ctx, c, err)
 	}
-	term, lc := election.NewTerm(e.o, c.leader, sent)
+	term, lc := backend.NewTerm(e.o, c.leader, sent)
 	e.mu.Lock()
 	switch {
 	case e.closed:
@@ -107,7 +108,7 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 // the lease clock ends the Term at its deadline if none succeeds. When the
 // Term ends for any reason, the candidacy is withdrawn: its node is
 // deleted, so the next candidate leads at once.
-func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time) {
+func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, renewed time.Time) {
 	defer e.wg.Done()
 	defer e.forget(lc)
 	t := lc.Term()
@@ -235,7 +236,7 @@ func (e *Elector) lead(c *candidacy, lc *election.LeaseClock, renewed time.Time)
 // forget drops a Term from e.terms once its hooks are done
 // (skeleton.Terms.Forget). lead returns only once the Term has ended or
 // its candidacy was withdrawn (which ends it).
-func (e *Elector) forget(lc *election.LeaseClock) {
+func (e *Elector) forget(lc *backend.LeaseClock) {
 	lc.End(election.ErrResigned) // no-op for a Term that has ended
 	e.terms.Forget(lc)
 }

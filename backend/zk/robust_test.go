@@ -47,7 +47,7 @@ func TestNodeDeletedByAnotherEndsTermWithSentinel(t *testing.T) {
 			}()
 			eventually(t, "b's node", func() bool { return len(cands(t, admin, path)) == 2 })
 			names := children(t, admin, path)
-			aNode, err := a.Node(ta) // the leadership node
+			aNode, err := a.FenceKey(ta) // the leadership node
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestHeartbeatEndsTermWithSentinel(t *testing.T) {
 	admin := newConn(t)
 	a := newElector(t, newConn(t), path, "a")
 	ta := lead(t, a)
-	node, err := a.Node(ta)
+	node, err := a.FenceKey(ta)
 	if err != nil {
 		t.Fatal(err)
 	}

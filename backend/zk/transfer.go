@@ -10,15 +10,16 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/clock"
 	"github.com/electkit/election/internal/record"
 	"github.com/electkit/election/internal/skeleton"
 )
 
 var (
-	_ election.Lister     = (*Elector)(nil)
-	_ election.Transferer = (*Elector)(nil)
-	_ election.Elector    = (*Elector)(nil)
+	_ backend.Lister     = (*Elector)(nil)
+	_ backend.Transferer = (*Elector)(nil)
+	_ election.Elector   = (*Elector)(nil)
 )
 
 // waiting is one waiting candidate read from its node.
@@ -87,11 +88,12 @@ func (e *Elector) readWaiting(ctx context.Context, order []child, skip string) (
 	return res, nil
 }
 
-// Candidates implements election.Lister: it syncs the connected server,
+// Candidates lists the candidates waiting in the election (see
+// election.Candidates): it syncs the connected server,
 // lists the election path, reads the leader node (to leave the leader
 // out) and every candidate node, in order: highest Priority first, then
 // first come, first served. Malformed nodes and blockers are left out.
-func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
+func (e *Elector) Candidates(ctx context.Context) ([]election.Candidate, error) {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return nil, err
 	}
@@ -135,23 +137,22 @@ func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]election.Leader, len(ws))
+	out := make([]election.Candidate, len(ws))
 	for i, w := range ws {
-		out[i] = w.leader
+		out[i] = election.Candidate{ID: w.leader.ID, Value: w.leader.Value, Priority: w.leader.Priority}
 	}
 	return out, nil
 }
 
-// Transfer implements election.Transferer (call it through
-// election.Transfer). It lists the candidates, picks the target (the
-// first well-formed candidate node whose ID is to, or the first one for
-// ""), ends t with ErrTransferred and, in one multi, deletes t's nodes
-// (leader, leadership and candidate node), checks that the target's node
-// is there, creates the hand-over node _t naming it, and wakes it (its
-// wake-up name, created and deleted). Only the target's claim can take a
-// pending hand-over; it goes with this session, or is withdrawn when the
-// target's node goes, after one lease window, when ctx ends or the
-// Elector closes.
+// Transfer hands t's leadership on (call it through election.Transfer). It
+// lists the candidates, picks the target (the first well-formed candidate
+// node whose ID is to, or the first one for ""), ends t with ErrTransferred
+// and, in one multi, deletes t's nodes (leader, leadership and candidate
+// node), checks that the target's node is there, creates the hand-over node
+// _t naming it, and wakes it (its wake-up name, created and deleted). Only
+// the target's claim can take a pending hand-over; it goes with this
+// session, or is withdrawn when the target's node goes, after one lease
+// window, when ctx ends or the Elector closes.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return err
@@ -227,7 +228,7 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target string, cau
 	defer e.wg.Done()
 	lc.End(cause) // before the hand-over is sent (P3)
 	c.halt()
-	lc.AwaitHooks(election.HandOverWait) // the old Term's Observer.Ended before the next leader
+	lc.AwaitHooks(backend.HandOverWait) // the old Term's Observer.Ended before the next leader
 
 	hp := e.path + "/" + handoverName
 	tp := e.path + "/" + target

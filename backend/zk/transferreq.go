@@ -8,6 +8,7 @@ import (
 	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/record"
 	"github.com/electkit/election/internal/skeleton"
 )
@@ -16,14 +17,15 @@ import (
 // session, its data a transferRequest.
 const requestName = "_r"
 
-var _ election.TransferRequester = (*Elector)(nil)
+var _ backend.TransferRequester = (*Elector)(nil)
 
-// RequestTransfer implements election.TransferRequester: it creates the
-// request node (ephemeral: it goes with this Elector's session), naming
-// the current leader's token, then follows the leader (Observe) and the
-// request node until the target leads, the leader answers that it
-// cannot, or two lease windows pass; then it deletes the node. One request
-// at a time per election: while another is pending it fails.
+// RequestTransfer asks the leader to transfer (call it through
+// election.RequestTransfer): it creates the request node (ephemeral: it
+// goes with this Elector's session), naming the current leader's token,
+// then follows the leader (Observe) and the request node until the target
+// leads, the leader answers that it cannot, or two lease windows pass; then
+// it deletes the node. One request at a time per election: while another is
+// pending it fails.
 func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Leader, error) {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return election.Leader{}, err

@@ -88,9 +88,9 @@ type candidacy struct {
 
 	stop     chan struct{} // closed when the candidacy is withdrawn
 	stopOnce sync.Once
-	lc       *election.LeaseClock // set once leading (guarded by Elector.mu)
-	version  int32                // the leadership node's data version (guarded by Elector.mu)
-	writing  sync.Mutex           // a heartbeat and Proclaim never overlap: each needs the other's version
+	lc       *backend.LeaseClock // set once leading (guarded by Elector.mu)
+	version  int32               // the leadership node's data version (guarded by Elector.mu)
+	writing  sync.Mutex          // a heartbeat and Proclaim never overlap: each needs the other's version
 }
 
 func (c *candidacy) halt() { c.stopOnce.Do(func() { close(c.stop) }) }
@@ -146,16 +146,19 @@ func NewConfig(conn *gozk.Conn, name string, cfg Config, opts ...election.Option
 	}, nil
 }
 
-// Path returns the election path.
-func (e *Elector) Path() string { return e.path }
+// Name returns the election's name, the path given to New (or Dial).
+func (e *Elector) Name() string { return e.path }
 
 // ID returns the candidate's ID.
 func (e *Elector) ID() string { return e.o.ID }
 
-// Reads returns how many children listings and watches this Elector has
-// issued while waiting to lead: a handover ahead of it costs O(1) of them
-// (P9), however many candidates wait.
-func (e *Elector) Reads() int64 { return e.reads.Load() }
+// Options returns the options the Elector was made with (election.Run
+// reports its campaigns to their Events). Their Value is a copy.
+func (e *Elector) Options() election.Options {
+	o := e.o
+	o.Value = append([]byte(nil), o.Value...)
+	return o
+}
 
 // Campaign implements election.Elector: it creates the candidate's node
 // (and the election path, if missing), placed in the order by its

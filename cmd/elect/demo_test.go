@@ -140,7 +140,7 @@ func checkStory(t *testing.T, out string, recovery bool) {
 	// OnDemoted comes from each candidate's own Run, after its term ended:
 	// after the action that ended it, before its Run returned — not
 	// ordered against the next leader's OnElected, which another
-	// candidate's Run calls (the Observer's Ended is: a hand-over waits
+	// candidate's Run calls (Events.Ended is: a hand-over waits
 	// for it).
 	type demotion struct {
 		name, after string

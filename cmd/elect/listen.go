@@ -105,9 +105,9 @@ func (o *opsServer) attach(e election.Elector) error {
 	return nil
 }
 
-// callbacks wraps cb for the Tracker and the metrics.
+// callbacks wraps cb for the Tracker. (Run reports its campaigns to the
+// metrics through the Elector's Events.)
 func (o *opsServer) callbacks(cb election.Callbacks) election.Callbacks {
-	cb.Observer = o.m.Observer()
 	o.mu.Lock()
 	tr := o.tr
 	o.mu.Unlock()

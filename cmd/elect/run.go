@@ -257,7 +257,7 @@ func (p *runPlan) run(ctx context.Context, stdout io.Writer) error {
 			}
 		}()
 		r.logf("serving /metrics, /healthz, /readyz, /readyz/any and /leader on http://%s", ops.Addr())
-		opts = append(opts, election.WithObserver(ops.m.Observer()))
+		opts = append(opts, election.WithEvents(ops.m.Events()))
 	}
 	e, closeAll, err := p.ef.open(sigs, p.f, opts)
 	if err != nil {

@@ -131,7 +131,7 @@ func (ef *electionFlags) check(f *flagSet, candidate bool) ([]election.Option, e
 	}
 	var opts []election.Option
 	if f.Given("id") {
-		if err := election.ValidateID(ef.id); err != nil {
+		if err := backend.ValidateID(ef.id); err != nil {
 			return nil, f.Bad("id", "%v", reason(err))
 		}
 		opts = append(opts, election.WithID(ef.id))

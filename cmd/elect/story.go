@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/clock"
 )
 
@@ -227,7 +228,7 @@ func (s *story) play(ctx context.Context, ids []string) error {
 			tokens: strconv.FormatUint(after.token, 10) + " kept", latency: seenAt - start.at,
 			note: fmt.Sprintf("Recover until %s's OnLeader reports %s", victim.id, after.who)})
 	}
-	if _, ok := s.cands[0].e.(election.Transferer); !ok {
+	if _, ok := s.cands[0].e.(backend.Transferer); !ok {
 		return nil
 	}
 	if err := s.dwell(ctx); err != nil {

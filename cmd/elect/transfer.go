@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 )
 
 // exitNotMoved is elect transfer's exit code when the leader found no such
@@ -52,7 +53,7 @@ elect transfer --name /services/scheduler --json   # to the best waiting candida
 					return err
 				}
 				if to != "" {
-					if err := election.ValidateID(to); err != nil {
+					if err := backend.ValidateID(to); err != nil {
 						return f.Bad("to", "%v", reason(err))
 					}
 				}

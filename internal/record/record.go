@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 )
 
 // Version is the record format written, and the only one read.
@@ -57,7 +58,7 @@ func Decode(data []byte) (election.Leader, error) {
 	if r.V != Version {
 		return election.Leader{}, fmt.Errorf("record version %d, want %d", r.V, Version)
 	}
-	if err := election.ValidateID(r.ID); err != nil {
+	if err := backend.ValidateID(r.ID); err != nil {
 		return election.Leader{}, fmt.Errorf("record: %v", err)
 	}
 	if len(r.Value) > election.MaxValueSize {

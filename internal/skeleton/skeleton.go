@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 )
 
 // Gate lets one Campaign run at a time and carries Close's signal. The
@@ -80,11 +81,11 @@ func (g *Gate) Drain() { g.sem <- struct{}{} }
 // hooks. The zero Terms is empty and ready.
 type Terms struct {
 	mu  sync.Mutex
-	lcs []*election.LeaseClock
+	lcs []*backend.LeaseClock
 }
 
 // Add adds lc.
-func (ts *Terms) Add(lc *election.LeaseClock) {
+func (ts *Terms) Add(lc *backend.LeaseClock) {
 	ts.mu.Lock()
 	ts.lcs = append(ts.lcs, lc)
 	ts.mu.Unlock()
@@ -93,7 +94,7 @@ func (ts *Terms) Add(lc *election.LeaseClock) {
 // Forget waits for the hooks of lc's Term and drops lc. A nil lc, or one
 // whose Term is still valid (left so by a bug), is left alone: Close ends
 // it.
-func (ts *Terms) Forget(lc *election.LeaseClock) {
+func (ts *Terms) Forget(lc *backend.LeaseClock) {
 	if lc == nil || lc.Term().Err() == nil {
 		return
 	}
@@ -171,7 +172,7 @@ func (w Waiting) Pause(ctx context.Context, d time.Duration) error {
 
 // EndTerm ends the Term of lc, if any, with cause (election.ErrResigned
 // when nil); a Term already ended keeps its cause.
-func EndTerm(lc *election.LeaseClock, cause error) {
+func EndTerm(lc *backend.LeaseClock, cause error) {
 	if lc == nil {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 )
 
 func TestGate(t *testing.T) {
@@ -68,8 +69,8 @@ func TestTerms(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ts Terms
-		t1, lc1 := election.NewTerm(o, election.Leader{ID: "a", Token: 1}, time.Now())
-		t2, lc2 := election.NewTerm(o, election.Leader{ID: "a", Token: 2}, time.Now())
+		t1, lc1 := backend.NewTerm(o, election.Leader{ID: "a", Token: 1}, time.Now())
+		t2, lc2 := backend.NewTerm(o, election.Leader{ID: "a", Token: 2}, time.Now())
 		ts.Add(lc1)
 		ts.Add(lc2)
 		ts.Forget(lc1) // still valid: kept for Close
@@ -92,7 +93,7 @@ func TestTerms(t *testing.T) {
 		if !errors.Is(t1.Err(), election.ErrResigned) {
 			t.Errorf("an ended Term's cause changed to %v", t1.Err())
 		}
-		t3, lc3 := election.NewTerm(o, election.Leader{ID: "a", Token: 3}, time.Now())
+		t3, lc3 := backend.NewTerm(o, election.Leader{ID: "a", Token: 3}, time.Now())
 		EndTerm(nil, nil) // no Term: nothing to do
 		EndTerm(lc3, nil)
 		if !errors.Is(t3.Err(), election.ErrResigned) {

@@ -175,12 +175,15 @@ func TestNewRefusesBadInput(t *testing.T) {
 func TestKeyLayoutAndToken(t *testing.T) {
 	cli := newClient(t, startEtcd(t))
 	e := newElector(t, cli, "/layout", "a", election.WithValue([]byte("addr:1")), election.WithPriority(7))
-	if e.Prefix() != "/layout/" || e.LeaderKey() != "/layout/_l" {
-		t.Fatalf("Prefix() = %q, LeaderKey() = %q", e.Prefix(), e.LeaderKey())
+	if e.Name() != "/layout" {
+		t.Fatalf("Name() = %q", e.Name())
 	}
 	term, err := e.Campaign(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if k, err := e.FenceKey(term); k != "/layout/_l" || err != nil {
+		t.Fatalf("FenceKey = %q, %v; want /layout/_l", k, err)
 	}
 	resp, err := cli.Get(ctxT(t), "/layout/", clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 2 {
@@ -592,9 +595,9 @@ func TestCreateCarriesNoClaimBehindALeader(t *testing.T) {
 	}
 }
 
-// LeaderCmp fences a transaction to the Term; Proclaim updates the leader's
-// Value for observers; both refuse once the Term is over.
-func TestLeaderCmpAndProclaim(t *testing.T) {
+// Fence fences a transaction to the Term; Proclaim updates the leader's
+// Value for observers; both, and FenceKey, refuse once the Term is over.
+func TestFenceAndProclaim(t *testing.T) {
 	eps := startEtcd(t)
 	admin := newClient(t, eps)
 	ctx := ctxT(t)
@@ -604,7 +607,7 @@ func TestLeaderCmpAndProclaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmp, err := a.LeaderCmp(term)
+	cmp, err := a.Fence(term)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -639,8 +642,11 @@ func TestLeaderCmpAndProclaim(t *testing.T) {
 	if put() {
 		t.Fatal("fenced write accepted after Resign")
 	}
-	if _, err := a.LeaderCmp(term); !errors.Is(err, election.ErrNotLeader) {
-		t.Errorf("LeaderCmp after Resign = %v", err)
+	if _, err := a.Fence(term); !errors.Is(err, election.ErrNotLeader) {
+		t.Errorf("Fence after Resign = %v", err)
+	}
+	if _, err := a.FenceKey(term); !errors.Is(err, election.ErrNotLeader) {
+		t.Errorf("FenceKey after Resign = %v", err)
 	}
 	if err := a.Proclaim(ctx, term, []byte("v3")); !errors.Is(err, election.ErrNotLeader) {
 		t.Errorf("Proclaim after Resign = %v", err)
@@ -651,8 +657,11 @@ func TestLeaderCmpAndProclaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.LeaderCmp(tb); !errors.Is(err, election.ErrNotLeader) {
-		t.Errorf("LeaderCmp(other's term) = %v", err)
+	if _, err := a.Fence(tb); !errors.Is(err, election.ErrNotLeader) {
+		t.Errorf("Fence(other's term) = %v", err)
+	}
+	if _, err := a.FenceKey(tb); !errors.Is(err, election.ErrNotLeader) {
+		t.Errorf("FenceKey(other's term) = %v", err)
 	}
 }
 

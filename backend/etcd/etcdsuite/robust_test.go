@@ -49,7 +49,7 @@ func TestNestedNamesDoNotBlock(t *testing.T) {
 			want string
 		}{{first, "first"}, {second, "second"}} {
 			if l, err := c.e.Leader(ctx); err != nil || l.ID != c.want {
-				t.Errorf("%s: Leader() = %v, %v; want %s", c.e.Prefix(), l, err, c.want)
+				t.Errorf("%s: Leader() = %v, %v; want %s", c.e.Name(), l, err, c.want)
 			}
 		}
 		if t1.Err() != nil || t2.Err() != nil {

@@ -96,7 +96,7 @@ func (z *zkElection) Silence(t *testing.T, e election.Elector) func() {
 // Evict deletes the leader's node with another connection, as zkCli's
 // delete does.
 func (z *zkElection) Evict(t *testing.T, e election.Elector, term *election.Term) {
-	node, err := e.(*zk.Elector).Node(term)
+	node, err := e.(*zk.Elector).FenceKey(term)
 	if err != nil {
 		t.Fatalf("Evict: %v", err)
 	}

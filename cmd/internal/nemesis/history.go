@@ -30,7 +30,7 @@ const (
 	Elected EventKind = "elected" // OnElected began; Deadline is the Term's
 	Renewed EventKind = "renewed" // a renewal moved the Deadline
 	Demoted EventKind = "demoted" // OnDemoted ran; Err is the Term's Err
-	// Ended: the Term ended (its lease clock's Observer.Ended), reported
+	// Ended: the Term ended (its lease clock's Events.Ended), reported
 	// before a hand-over of the leadership is sent; its validity is over.
 	// OnDemoted follows.
 	Ended EventKind = "ended"

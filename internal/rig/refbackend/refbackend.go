@@ -373,7 +373,7 @@ type candidacy struct {
 	key     *key
 	stop    chan struct{} // ends the keepalive loop
 	elected chan struct{} // closed when clock is set
-	lc      *election.LeaseClock
+	lc      *backend.LeaseClock
 }
 
 var _ election.Elector = (*Elector)(nil)
@@ -386,6 +386,14 @@ func (s *Store) NewElector(opts ...election.Option) (*Elector, error) {
 	}
 	gate := skeleton.NewGate()
 	return &Elector{s: s, o: o, gate: gate, closing: gate.Closing(), cutCh: make(chan struct{})}, nil
+}
+
+// Options returns the options the Elector was made with (election.Run
+// reports its campaigns to their Events). Their Value is a copy.
+func (e *Elector) Options() election.Options {
+	o := e.o
+	o.Value = append([]byte(nil), o.Value...)
+	return o
 }
 
 // Crash cuts the Elector off from the store for good, as if its process
@@ -546,7 +554,7 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	if e.s.bugs.NoHooks {
 		o.BeforeRenew, o.AfterRenew = nil, nil
 	}
-	term, lc := election.NewTerm(o, c.key.leader, sent)
+	term, lc := backend.NewTerm(o, c.key.leader, sent)
 	e.mu.Lock()
 	if e.cand != c || e.closed {
 		e.mu.Unlock()
@@ -679,7 +687,7 @@ func (e *Elector) withdraw(c *candidacy) {
 // and deletes its key by revoking the lease. It does not wait for renewal
 // hooks (a hook may be the caller, through Resign); Close does.
 func (e *Elector) end(c *candidacy, cause error) (released <-chan struct{}) {
-	var lc *election.LeaseClock
+	var lc *backend.LeaseClock
 	e.mu.Lock()
 	lc = c.lc
 	e.mu.Unlock()
@@ -728,7 +736,7 @@ func (e *Elector) keepAlive(c *candidacy) {
 	defer tick.Stop()
 	elected := c.elected
 	var termDone <-chan struct{}
-	var lc *election.LeaseClock
+	var lc *backend.LeaseClock
 	for {
 		select {
 		case <-c.stop:
@@ -870,8 +878,8 @@ func (e *Elector) Close() error {
 	return nil
 }
 
-// Candidates implements election.Lister.
-func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
+// Candidates implements backend.Lister.
+func (e *Elector) Candidates(ctx context.Context) ([]election.Candidate, error) {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return nil, err
 	}
@@ -886,17 +894,15 @@ func (e *Elector) Candidates(ctx context.Context) ([]election.Leader, error) {
 	}
 	e.s.mu.Lock()
 	defer e.s.mu.Unlock()
-	var out []election.Leader
+	var out []election.Candidate
 	for _, k := range e.s.waitingLocked() {
 		l := k.leader
-		l.Token = 0
-		l.Value = append([]byte(nil), l.Value...)
-		out = append(out, l)
+		out = append(out, election.Candidate{ID: l.ID, Value: append([]byte(nil), l.Value...), Priority: l.Priority})
 	}
 	return out, nil
 }
 
-// Transfer implements election.Transferer.
+// Transfer implements backend.Transferer.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return err

@@ -196,16 +196,16 @@ type candidate struct {
 
 	mu      sync.Mutex
 	doneAt  map[*election.Term]chan int64 // Mono instant Done closed, per Term
-	elected map[uint64]*electedReport     // per token: its Elected event, reported by the Observer
-	watched bool                          // the Elector has c's Observer
+	elected map[uint64]*electedReport     // per token: its Elected event, reported by the Events
+	watched bool                          // the Elector has c's Events
 }
 
-// electedReport is a Term's Elected event as the Observer reported it:
+// electedReport is a Term's Elected event as the Events reported it:
 // ready closes once delivered is set.
 type electedReport struct {
 	ready     chan struct{}
 	delivered <-chan struct{}
-	ended     int64  // Mono instant the Observer reported its end; 0 before; guarded by candidate.mu
+	ended     int64  // Mono instant the Events reported its end; 0 before; guarded by candidate.mu
 	cause     string // why it ended
 }
 
@@ -248,11 +248,11 @@ func (c *candidate) afterRenew(rn election.Renewal) {
 // preemption) is sent only after, so the register knows the Term was over
 // before the next leader began, even if this process is killed right
 // after.
-func (c *candidate) observer() *election.Observer {
+func (c *candidate) events() *election.Events {
 	c.mu.Lock()
 	c.watched = true
 	c.mu.Unlock()
-	return &election.Observer{Elected: func(l election.Leader, deadline time.Time) {
+	return &election.Events{Elected: func(l election.Leader, deadline time.Time) {
 		e := c.electedOf(l.Token)
 		e.delivered = c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: l.Token,
 			At: mono.Now(), Deadline: c.clk.monoOf(deadline)})
@@ -277,7 +277,7 @@ func (c *candidate) observer() *election.Observer {
 }
 
 // unpaired reports, once the Elector is closed (no OnElected can come
-// any more), a Demoted for each Term the Observer reported elected and
+// any more), a Demoted for each Term the Events reported elected and
 // ended but Run never handed to OnElected: Run resigns at once a Term it
 // wins as it stops. The history then pairs that Term's Elected, as it
 // does every other's.
@@ -327,7 +327,7 @@ func (c *candidate) onElected(ctx context.Context, t *election.Term) {
 	c.mu.Unlock()
 	var delivered <-chan struct{}
 	if watched {
-		// The Observer reports the Term's start (its calls are queued: it
+		// The Events report the Term's start (its calls are queued: it
 		// may come just after this).
 		e := c.electedOf(t.Token())
 		select {
@@ -340,7 +340,7 @@ func (c *candidate) onElected(ctx context.Context, t *election.Term) {
 		delete(c.elected, t.Token())
 		c.mu.Unlock()
 	}
-	if !watched { // no Observer on this Elector: report it here
+	if !watched { // no Events on this Elector: report it here
 		delivered = c.rep.add(nemesis.Event{Kind: nemesis.Elected, Candidate: c.id, PID: c.pid, Token: t.Token(),
 			At: mono.Now(), Deadline: c.clk.monoOf(t.Deadline())})
 	}
@@ -412,7 +412,7 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 	}
 	logger := slog.New(slog.NewTextHandler(cfg.Log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := []election.Option{election.WithID(cfg.ID), election.WithTTL(cfg.TTL),
-		election.WithAfterRenew(c.afterRenew), election.WithLogger(logger), election.WithObserver(c.observer()),
+		election.WithAfterRenew(c.afterRenew), election.WithLogger(logger), election.WithEvents(c.events()),
 		election.WithPriority(cfg.Priority), election.WithPreemption(cfg.Preempt)}
 	if cfg.Drift > 0 {
 		opts = append(opts, election.WithDrift(cfg.Drift))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
 	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/internal/mono"
 )
@@ -61,7 +62,7 @@ func TestNoWriteBeforeElectedReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	term, lc := election.NewTerm(o, election.Leader{ID: "c1", Token: 7}, time.Now())
+	term, lc := backend.NewTerm(o, election.Leader{ID: "c1", Token: 7}, time.Now())
 	s := &gatedSink{open: make(chan struct{})}
 	c := newCandidate("c1", 1, time.Millisecond, s)
 	defer c.rep.flush(time.Second)
@@ -130,7 +131,7 @@ func TestNoWriteWhenTermEndsBeforeReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	term, lc := election.NewTerm(o, election.Leader{ID: "c1", Token: 7}, time.Now())
+	term, lc := backend.NewTerm(o, election.Leader{ID: "c1", Token: 7}, time.Now())
 	s := &gatedSink{open: make(chan struct{})}
 	c := newCandidate("c1", 1, time.Millisecond, s)
 	done := make(chan struct{})

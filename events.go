@@ -2,18 +2,19 @@ package election
 
 import "time"
 
-// Observer receives what happens to an Elector's Terms and, under Run, to
+// Events receives what happens to an Elector's Terms and, under Run, to
 // its campaigns: what a metrics package needs, with no code of its own in
-// any backend (every backend drives its Terms through a LeaseClock). Give
-// it to the Elector with WithObserver, and to Run with Callbacks.Observer.
-// Every field may be nil.
+// any backend. Give it to the Elector with WithEvents; Run reports its own
+// events (Campaigned, LeaderChanged) to the same Events, which it finds in
+// the Elector's options (the Elector's Options method, which every backend
+// of this module has). Every field may be nil.
 //
 // The calls for one Term come in order — Elected, then each renewal, then
 // Ended — on the goroutine that runs its renewal hooks, so they must return
 // quickly; the calls of different Terms, and Run's, may come concurrently.
 // A Term that had already ended when it was created (its deadline passed:
 // the backend does not hand it out) is not reported.
-type Observer struct {
+type Events struct {
 	// Elected: a Term began; l carries its token, deadline its first
 	// deadline.
 	Elected func(l Leader, deadline time.Time)
@@ -33,5 +34,6 @@ type Observer struct {
 	LeaderChanged func(l Leader)
 }
 
-// WithObserver gives the Elector an Observer of its Terms (see Observer).
-func WithObserver(o *Observer) Option { return func(opt *Options) { opt.Observer = o } }
+// WithEvents gives the Elector the Events that receive its Terms' events
+// and, under Run, its campaigns'.
+func WithEvents(e *Events) Option { return func(opt *Options) { opt.Events = e } }

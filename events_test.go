@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// obsLog records an Observer's calls.
+// obsLog records the calls of an Events.
 type obsLog struct {
 	mu  sync.Mutex
 	evs []string
@@ -29,8 +29,8 @@ func (l *obsLog) get() []string {
 	return append([]string(nil), l.evs...)
 }
 
-func (l *obsLog) observer() *Observer {
-	return &Observer{
+func (l *obsLog) events() *Events {
+	return &Events{
 		Elected:       func(ld Leader, d time.Time) { l.add("elected %s until +%v", ld, time.Until(d).Round(time.Millisecond)) },
 		Renewed:       func(r Renewal, slack time.Duration) { l.add("renewed err=%v slack=%v", r.Err != nil, slack) },
 		Ended:         func(ld Leader, cause error) { l.add("ended %s: %v", ld, errors.Is(cause, ErrResigned)) },
@@ -41,11 +41,11 @@ func (l *obsLog) observer() *Observer {
 
 // The lease clock reports a Term's start, each renewal with its slack, and
 // its end, in order; a Term already ended at creation is not reported.
-func TestObserverTerm(t *testing.T) {
+func TestEventsTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var log obsLog
-		o := mustOptions(t, WithTTL(2*time.Second), WithDrift(0), WithMargin(0), WithObserver(log.observer()))
-		term, clk := NewTerm(o, Leader{ID: "a", Token: 7}, time.Now())
+		o := mustOptions(t, WithTTL(2*time.Second), WithDrift(0), WithMargin(0), WithEvents(log.events()))
+		term, clk := newTerm(o, Leader{ID: "a", Token: 7}, time.Now())
 		time.Sleep(500 * time.Millisecond)
 		clk.Renewed(time.Now(), nil) // slack 1.5s: sent 0.5s into a 2s window
 		time.Sleep(time.Second)
@@ -61,8 +61,8 @@ func TestObserverTerm(t *testing.T) {
 		}
 
 		var late obsLog
-		o.Observer = late.observer()
-		_, clk = NewTerm(o, Leader{ID: "b", Token: 8}, time.Now().Add(-3*time.Second))
+		o.Events = late.events()
+		_, clk = newTerm(o, Leader{ID: "b", Token: 8}, time.Now().Add(-3*time.Second))
 		clk.Wait()
 		if got := late.get(); len(got) != 0 {
 			t.Errorf("a Term ended at creation was observed: %q", got)
@@ -70,15 +70,26 @@ func TestObserverTerm(t *testing.T) {
 	})
 }
 
-// Run reports each Campaign's wait and every leader change.
-func TestObserverRun(t *testing.T) {
+// withOptions shows an Elector's options, as the backends' Electors do.
+type withOptions struct {
+	*fakeElector
+	o Options
+}
+
+func (w withOptions) Options() Options { return w.o }
+
+// Run reports each Campaign's wait and every leader change to the Events
+// of the Elector's options.
+func TestEventsRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var elog eventLog
 		f := newFake(t, &elog)
 		var log obsLog
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- Run(ctx, f, Callbacks{Observer: log.observer()}) }()
+		o := f.opts
+		o.Events = log.events()
+		go func() { done <- Run(ctx, withOptions{f, o}, Callbacks{}) }()
 		synctest.Wait()
 		f.feed <- Leader{ID: "x", Token: 3}
 		time.Sleep(time.Second)
