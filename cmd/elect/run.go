@@ -65,7 +65,7 @@ and always before the lease can lapse (P3 holds for the command too):
   gone, so the next leader starts after it. When the session is lost, or
   the Term ends in any other way elect did not ask for, SIGKILL at once.
 
-The guard keeps the deadline too, on the machine's monotonic lc, so
+The guard keeps the deadline too, on the machine's monotonic clock, so
 the schedule holds while elect is stopped (SIGSTOP, Ctrl-Z: CMD is not in
 the terminal's foreground group) or killed (SIGKILL: the guard sees its
 pipe close and stops CMD, SIGKILL by the deadline). If the guard dies, the
@@ -227,6 +227,7 @@ type runner struct {
 	led       bool            // a Term began (--timeout no longer applies)
 	leader    election.Leader // the latest leader Observe reported
 	observed  bool            // leader is set
+	ending    bool            // finish was called: elect no longer waits to lead
 }
 
 func (p *runPlan) run(ctx context.Context, stdout io.Writer) error {
@@ -346,6 +347,7 @@ func (r *runner) finish(err error) {
 	if r.result == nil {
 		r.result = err
 	}
+	r.ending = true
 	r.mu.Unlock()
 	r.cancel()
 }
@@ -650,17 +652,26 @@ func (g *guard) finish() {
 }
 
 // leaderChanged is Run's OnLeader: while waiting, a new leader is said at
-// once (who holds what this candidate waits for).
+// once (who holds what this candidate waits for). An election with no
+// leader at the start is not a change: this candidate is about to lead, or
+// the progress lines say it still waits.
 func (r *runner) leaderChanged(l election.Leader) {
 	r.mu.Lock()
 	prev, had := r.leader, r.observed
 	r.leader, r.observed = l, true
-	waiting := !r.inTerm && !r.signaled
+	waiting := r.waitingLocked()
 	r.mu.Unlock()
-	if waiting && (!had || prev.Token != l.Token || prev.ID != l.ID) && l.ID != r.id {
+	nobody := l.ID == "" && l.Token == 0
+	changed := had && (prev.Token != l.Token || prev.ID != l.ID) || !had && !nobody
+	if waiting && changed && l.ID != r.id {
 		r.logf("waiting to lead %s; %s", strings.TrimSpace(r.p.ef.name), describeLeader(l))
 	}
 }
+
+// waitingLocked reports whether elect waits to lead: it campaigns, leads
+// not, and is not on its way out (a signal; CMD exited, once it resigned
+// the leadership; --timeout). r.mu is held.
+func (r *runner) waitingLocked() bool { return !r.inTerm && !r.signaled && !r.ending }
 
 // sayProgress says every --progress that elect still waits to lead, since
 // when, and who leads, until ctx ends.
@@ -677,7 +688,7 @@ func (r *runner) sayProgress(ctx context.Context) {
 		case <-tick.C:
 		}
 		r.mu.Lock()
-		waiting, since, l, seen := !r.inTerm && !r.signaled, r.waitSince, r.leader, r.observed
+		waiting, since, l, seen := r.waitingLocked(), r.waitSince, r.leader, r.observed
 		r.mu.Unlock()
 		if !waiting {
 			continue

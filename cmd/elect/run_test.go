@@ -382,6 +382,26 @@ func TestRunEnvironment(t *testing.T) {
 	}
 }
 
+// elect run --backend inmem: the command leads at once, and once it has
+// exited elect says nothing of waiting to lead (it resigned to exit, not
+// to campaign again).
+func TestRunInmemSaysNoWaitAfterExit(t *testing.T) {
+	for _, status := range []string{"0", "3"} {
+		code, out, errOut := elect(t, "run", "--backend", "inmem", "--name", "try", "--",
+			"sh", "-c", `echo "leading with token $ELECTION_TOKEN"; exit `+status)
+		if strconv.Itoa(code) != status || !strings.Contains(out, "leading with token ") {
+			t.Fatalf("exit %d, stdout %q; want the command's %s; stderr:\n%s", code, out, status, errOut)
+		}
+		if strings.Contains(errOut, "waiting") {
+			t.Errorf("exit %s: elect said it waits, with nobody else in the election:\n%s", status, errOut)
+		}
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		if last := lines[len(lines)-1]; !strings.Contains(last, "sh exited with status "+status+": resigning") {
+			t.Errorf("exit %s: a line after the command's exit:\n%s", status, errOut)
+		}
+	}
+}
+
 // A command that cannot be found exits 127 before campaigning.
 func TestRunCommandNotFound(t *testing.T) {
 	code, _, errOut := elect(t, "run", "--backend", "inmem", "--name", "x", "--", "/nonexistent/command")
@@ -543,6 +563,10 @@ func TestRunUsageErrors(t *testing.T) {
 		{nil, []string{"leader"}, "--name: required"},
 		{nil, []string{"leader", "--name", "x", "--dial-timeout", "0s"}, "--dial-timeout=0s: must be positive"},
 		{nil, []string{"leader", "--name", "x", "--id", "a"}, "unknown flag --id"},
+		{nil, []string{"leader", "--backend", "zk", "--name", "/x", "--zk-hold"}, "unknown flag --zk-hold"},
+		{nil, []string{"observe", "--backend", "zk", "--name", "/x", "--zk-hold"}, "unknown flag --zk-hold"},
+		{nil, []string{"transfer", "--backend", "zk", "--name", "/x", "--zk-hold"}, "unknown flag --zk-hold"},
+		{nil, []string{"run", "--backend", "etcd", "--name", "/x", "--zk-hold", "--", "true"}, "--zk-hold=true: only for --backend zk"},
 	} {
 		for _, kv := range tc.env {
 			k, v, _ := strings.Cut(kv, "=")
