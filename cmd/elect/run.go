@@ -391,9 +391,9 @@ func (r *runner) childEnv(l election.Leader) []string {
 // command exits, the Term ends, elect is told to stop, or ctx ends.
 func (r *runner) lead(ctx context.Context, t *election.Term) {
 	r.mu.Lock()
-	if r.signaled || r.result != nil {
+	if r.signaled || r.ending {
 		r.mu.Unlock()
-		return // Run resigns: ctx is canceled (a signal, --timeout)
+		return // Run resigns: ctx is canceled (a signal, --timeout, CMD exited)
 	}
 	r.inTerm, r.led = true, true
 	r.mu.Unlock()
@@ -455,7 +455,7 @@ func (r *runner) lead(ctx context.Context, t *election.Term) {
 const (
 	stopOwn       = iota // the command ended (by itself, or the guard stopped it)
 	stopSignal           // elect was told to stop, and stopped the command
-	stopTermEnded        // the Term ended; the command was killed
+	stopTermEnded        // the Term ended; the command was stopped
 )
 
 // supervise waits until the command is gone and says why it went. When
