@@ -9,7 +9,7 @@
 // Elector's Observe, which it follows on a goroutine of its own until
 // Close. Its handlers:
 //
-//   - Health: liveness. 500 when this process holds a Term whose deadline
+//   - Health: liveness. 503 when this process holds a Term whose deadline
 //     is within the slack (WithSlack; default a third of the lease window)
 //     or past: renewals are stalled, or the application has not stepped
 //     down. Restart such a process. Compare client-go's HealthzAdaptor,

@@ -13,10 +13,11 @@ import (
 	"github.com/electkit/election/internal/clock"
 )
 
-// Health returns a liveness check: 500 with the reason in plain text when
-// this process holds a recorded Term (OnElected ran, OnDemoted has not)
-// whose deadline is less than the slack away (WithSlack) or already past,
-// and 200 otherwise. Either the lease is about to lapse because renewals
+// Health returns a liveness check: 503 Service Unavailable, with the reason
+// in plain text, when this process holds a recorded Term (OnElected ran,
+// OnDemoted has not) whose deadline is less than the slack away
+// (WithSlack) or already past, and 200 otherwise (503 is what load
+// balancers and Kubernetes probes take for unhealthy). Either the lease is about to lapse because renewals
 // are not getting through, or it has lapsed and the application has not
 // stepped down (OnElected ignores its ctx): a stuck process that should be
 // restarted. A follower, a candidate, and a leader whose Term ended early
@@ -52,13 +53,13 @@ func (tr *Tracker) Health() http.Handler {
 		err := t.Err()
 		switch {
 		case left <= 0:
-			reply(w, http.StatusInternalServerError,
+			reply(w, http.StatusServiceUnavailable,
 				"unhealthy: %s is still held, but its lease deadline passed %v ago (%v): the application has not stepped down",
 				t, round(-left), err)
 		case err != nil:
 			reply(w, http.StatusOK, "ok: %s ended (%v), stepping down", t, err)
 		case left < slack:
-			reply(w, http.StatusInternalServerError,
+			reply(w, http.StatusServiceUnavailable,
 				"unhealthy: leading as %s, but the lease deadline is %v away (slack %v): renewals are not getting through",
 				t, round(left), round(slack))
 		default:

@@ -22,8 +22,8 @@ func get(h http.Handler) response {
 	return response{rec.Code, rec.Header(), rec.Body.String()}
 }
 
-// Health is 200 while renewals go through, 500 once the deadline is within
-// the slack without a renewal, and stays 500 after the deadline while the
+// Health is 200 while renewals go through, 503 once the deadline is within
+// the slack without a renewal, and stays 503 after the deadline while the
 // application has not stepped down (OnElected ignores its ctx). The lapsed
 // Term is not leading even before OnDemoted. Once OnDemoted has run,
 // Health is 200 again. Two Trackers wrap the same Callbacks: one with the
@@ -126,8 +126,8 @@ func TestHealthFailsWhenRenewalsStall(t *testing.T) {
 		if rs.code == http.StatusOK {
 			return fmt.Errorf("%v", rs)
 		}
-		if rs.code != http.StatusInternalServerError || !strings.Contains(rs.body, "renewals are not getting through") {
-			t.Fatalf("health with renewals stalled: %v, want 500 before the deadline (slack %v)", rs, wide)
+		if rs.code != http.StatusServiceUnavailable || !strings.Contains(rs.body, "renewals are not getting through") {
+			t.Fatalf("health with renewals stalled: %v, want 503 before the deadline (slack %v)", rs, wide)
 		}
 		return nil
 	})
@@ -139,8 +139,8 @@ func TestHealthFailsWhenRenewalsStall(t *testing.T) {
 		t.Fatal("the stalled Term did not end")
 	}
 	for name, tr := range map[string]*electionhttp.Tracker{"default": def, "wide": wid} {
-		if rs := get(tr.Health()); rs.code != http.StatusInternalServerError || !strings.Contains(rs.body, "has not stepped down") {
-			t.Errorf("health (%s slack), lapsed Term still held: %v, want 500", name, rs)
+		if rs := get(tr.Health()); rs.code != http.StatusServiceUnavailable || !strings.Contains(rs.body, "has not stepped down") {
+			t.Errorf("health (%s slack), lapsed Term still held: %v, want 503", name, rs)
 		}
 		if rs := get(tr.ReadyLeader()); rs.code != http.StatusServiceUnavailable {
 			t.Errorf("leader readiness (%s slack), lapsed Term still held: %v, want 503", name, rs)

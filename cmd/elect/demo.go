@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -36,25 +37,15 @@ func demoCommand() *command {
 		summary:  "narrate an election in real time: campaign, handover, crash, failover",
 		synopsis: "[--backend NAME] [--algorithm " + strings.Join(demoAlgorithms(), "|") + "] [--candidates N] [--ttl D] [--short]",
 		about: `Runs a story in real time and narrates it, one line per event (elapsed time,
-candidate, event, detail):
+candidate, event, detail). Its sections, in order:
 
-  1. the candidates campaign, each through election.Run with callbacks:
-     OnElected, OnDemoted and OnLeader are shown as they fire, and only
-     OnElected ever says "elected";
-  2. graceful handover: the leader calls Resign, and the next candidate
-     leads at once (the latency is from Resign to its OnElected);
-  3. crash: the leader's process dies without resigning; its lease has to
-     run out before another candidate can lead (the latency is from the
-     crash to the new leader's OnElected);
-  4. recovery, on backends that can restart a candidate: it comes back and
-     follows the new leader;
-  5. transfer: the leader hands its leadership to a candidate it names
-     (election.Transfer), which leads at once, ahead of the others;
-  6. preemption: a candidate of higher priority joins; the leader, made
-     WithPreemption, steps down for it after a hold-off of half the TTL.
+` + demoSectionHelp() + `
 
-Then every candidate stops, and a summary lists each change of leader with
-its tokens and latency. Backends: ` + strings.Join(names, ", ") + `.`,
+The story numbers its sections as it runs them; on each backend:
+
+` + demoNumberingHelp() + `
+
+Backends: ` + strings.Join(names, ", ") + `.`,
 		example: `elect demo
 elect demo --algorithm bully --ttl 3s
 ELECTION_CANDIDATES=3 elect demo --short`,
@@ -145,4 +136,120 @@ func (df *demoFlags) plan(f *flagSet) (*demoPlan, error) {
 		p.cfg.TTL = demoDefaultTTL
 	}
 	return p, nil
+}
+
+// demoSection is one section of the story, as the help describes it.
+type demoSection struct {
+	name  string // as the help's numbering names it
+	about string
+}
+
+// demoStory lists every section the story can run, in order. Which ones
+// a backend runs: demoBackendEntry.sections.
+var demoStory = []demoSection{
+	{"campaign", `the candidates campaign, each through election.Run with callbacks:
+OnElected, OnDemoted and OnLeader are shown as they fire, and only
+OnElected ever says "elected";`},
+	{"handover", `the leader calls Resign, a graceful handover: the next candidate
+leads at once (the latency is from Resign to its OnElected);`},
+	{"crash", `the leader's process dies without resigning; its lease has to run
+out before another candidate can lead (the latency is from the crash to
+the new leader's OnElected);`},
+	{"recovery", `on a backend that can restart a candidate (inmem): the crashed
+candidate comes back and follows the new leader;`},
+	{"transfer", `the leader hands its leadership to a candidate it names
+(election.Transfer), which leads at once, ahead of the others;`},
+	{"preemption", `a candidate of higher priority joins; the leader, made
+WithPreemption, steps down for it after a hold-off of half the TTL;`},
+	{"shutdown", `every candidate stops; then a summary lists each change of
+leader with its tokens and latency.`},
+}
+
+// sections returns the names of the sections the story runs on b, in the
+// order it numbers them.
+func (b *demoBackendEntry) sections() []string {
+	var out []string
+	for _, sec := range demoStory {
+		if sec.name == "recovery" && !b.recovers || sec.name == "transfer" && !b.transfers {
+			continue
+		}
+		out = append(out, sec.name)
+	}
+	return out
+}
+
+// demoSectionHelp describes every section, for the help.
+func demoSectionHelp() string {
+	var b strings.Builder
+	for i, sec := range demoStory {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(wrapWords(strings.Fields(sec.name+": "+sec.about), "  - ", "    ", 76))
+	}
+	return b.String()
+}
+
+// demoNumberingHelp lists, for each backend (those alike on one line),
+// the sections of its story as the story numbers them.
+func demoNumberingHelp() string {
+	type group struct {
+		names    []string
+		sections []string
+	}
+	var groups []*group
+next:
+	for i := range demoBackends {
+		b := &demoBackends[i]
+		secs := b.sections()
+		for _, g := range groups {
+			if slices.Equal(g.sections, secs) {
+				g.names = append(g.names, b.name)
+				continue next
+			}
+		}
+		groups = append(groups, &group{names: []string{b.name}, sections: secs})
+	}
+	width := 0
+	for _, g := range groups {
+		width = max(width, len(strings.Join(g.names, ", "))+1)
+	}
+	var b strings.Builder
+	for i, g := range groups {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		items := make([]string, len(g.sections))
+		for j, sec := range g.sections {
+			items[j] = strconv.Itoa(j+1) + ". " + sec
+			if j < len(g.sections)-1 {
+				items[j] += ","
+			}
+		}
+		head := fmt.Sprintf("  %-*s ", width, strings.Join(g.names, ", ")+":")
+		b.WriteString(wrapWords(items, head, strings.Repeat(" ", len(head)), 76))
+	}
+	return b.String()
+}
+
+// wrapWords fills words, separated by spaces, into lines of at most width
+// bytes (a word is never split), the first beginning with first, the
+// others with rest.
+func wrapWords(words []string, first, rest string, width int) string {
+	var b strings.Builder
+	line := first
+	start := true
+	for _, w := range words {
+		if !start && len(line)+1+len(w) > width {
+			b.WriteString(line + "\n")
+			line, start = rest, true
+		}
+		if !start {
+			line += " "
+		}
+		line += w
+		start = false
+	}
+	b.WriteString(line)
+	return b.String()
 }

@@ -61,7 +61,12 @@ type demoBackendEntry struct {
 	// algorithms are the values --algorithm accepts, the first being the
 	// default; nil when the backend has no choice of algorithm.
 	algorithms []string
-	open       func(ctx context.Context, cfg demoConfig) (demoBackend, error)
+	// recovers and transfers say which of the optional sections the
+	// story runs on this backend (a demoRecoverer; Electors that are
+	// election.Transferers), for the help's numbering; the demo's tests
+	// check them against the story.
+	recovers, transfers bool
+	open                func(ctx context.Context, cfg demoConfig) (demoBackend, error)
 }
 
 // defaultDemoBackend is --backend's default: an etcd member embedded in
@@ -71,19 +76,23 @@ const defaultDemoBackend = "etcd"
 // demoBackends lists the backends of elect demo.
 var demoBackends = []demoBackendEntry{
 	{
-		name:    "etcd",
-		summary: "an etcd member embedded in this process, in a temporary directory (backend/etcd)",
-		open:    openEtcd,
+		name:      "etcd",
+		summary:   "an etcd member embedded in this process, in a temporary directory (backend/etcd)",
+		transfers: true,
+		open:      openEtcd,
 	},
 	{
-		name:    "zk",
-		summary: "a ZooKeeper you run, at --servers (backend/zk)",
-		open:    openZK,
+		name:      "zk",
+		summary:   "a ZooKeeper you run, at --servers (backend/zk)",
+		transfers: true,
+		open:      openZK,
 	},
 	{
 		name:       "inmem",
 		summary:    "the classic algorithms run live between goroutines (backend/inmem)",
 		algorithms: demoAlgorithms(),
+		recovers:   true,
+		transfers:  true,
 		open:       openInmem,
 	},
 }

@@ -213,6 +213,43 @@ func checkStory(t *testing.T, out string, recovery bool) {
 	}
 }
 
+// headingRE matches a section heading of the story: "── 4. transfer: …".
+var headingRE = regexp.MustCompile(`(?m)^── (\d+)\. (.*)$`)
+
+// checkSections checks that the story's numbered headings are the
+// sections the help lists for backend, in its numbering.
+func checkSections(t *testing.T, out, backend string) {
+	t.Helper()
+	// How each section's heading begins, after its number.
+	starts := map[string]*regexp.Regexp{
+		"campaign":   regexp.MustCompile(`^\d+ candidates campaign`),
+		"handover":   regexp.MustCompile(`^graceful handover:`),
+		"crash":      regexp.MustCompile(`^crash:`),
+		"recovery":   regexp.MustCompile(`^recovery:`),
+		"transfer":   regexp.MustCompile(`^transfer:`),
+		"preemption": regexp.MustCompile(`^preemption:`),
+		"shutdown":   regexp.MustCompile(`^shutdown$`),
+	}
+	want := findDemoBackend(backend).sections()
+	got := headingRE.FindAllStringSubmatch(out, -1)
+	if len(got) != len(want) {
+		t.Fatalf("%d section headings, the help lists %d for %s (%v):\n%s", len(got), len(want), backend, want, out)
+	}
+	for i, m := range got {
+		if m[1] != strconv.Itoa(i+1) || !starts[want[i]].MatchString(m[2]) {
+			t.Errorf("heading %q; the help lists %d. %s for %s", m[0], i+1, want[i], backend)
+		}
+	}
+	_, help, _ := elect(t, "demo", "--help")
+	var items []string
+	for i, sec := range want {
+		items = append(items, strconv.Itoa(i+1)+". "+sec)
+	}
+	if flat := strings.Join(strings.Fields(help), " "); !strings.Contains(flat, strings.Join(items, ", ")) {
+		t.Errorf("the help does not number %s's sections %s:\n%s", backend, strings.Join(items, ", "), help)
+	}
+}
+
 func TestDemoInmem(t *testing.T) {
 	for _, alg := range demoAlgorithms() {
 		t.Run(alg, func(t *testing.T) {
@@ -225,6 +262,7 @@ func TestDemoInmem(t *testing.T) {
 				t.Errorf("header:\n%s", out)
 			}
 			checkStory(t, out, true)
+			checkSections(t, out, "inmem")
 		})
 	}
 }
@@ -240,6 +278,7 @@ func TestDemoEtcd(t *testing.T) {
 		t.Errorf("header:\n%s", out)
 	}
 	checkStory(t, out, false)
+	checkSections(t, out, "etcd")
 }
 
 // noRecoverBackend hides the inmem backend's Recover, as a backend without
@@ -289,6 +328,7 @@ func TestDemoEnvironment(t *testing.T) {
 		t.Errorf("header:\n%s", out)
 	}
 	checkStory(t, out, true)
+	checkSections(t, out, "inmem")
 }
 
 // TestDemoInterrupted: a canceled story still shuts everything down (the
@@ -335,4 +375,5 @@ func TestDemoZK(t *testing.T) {
 		t.Errorf("header:\n%s", out)
 	}
 	checkStory(t, out, false)
+	checkSections(t, out, "zk")
 }

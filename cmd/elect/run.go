@@ -52,20 +52,27 @@ ELECTION_VALUE (the leader's ID and value) in its environment. elect's own
 ELECTION_* settings and the password are not passed on.
 
 CMD runs in a process group of its own, under a small guard process
-(elect itself). When the leadership ends — elect resigns, the lease
-deadline comes without a renewal, the session is lost, elect gets SIGINT,
-SIGTERM or SIGHUP — the group gets SIGTERM, then SIGKILL after --grace,
-and always before the lease can lapse (P3 holds for the command too):
+(elect itself). When the leadership ends — the lease deadline comes
+without a renewal, elect gets SIGINT, SIGTERM or SIGHUP, the leadership is
+transferred (elect transfer) or preempted (--preempt), the session is
+lost — the group gets SIGTERM, then SIGKILL after --grace, and always
+before the lease can lapse (P3 holds for the command too):
 
   SIGKILL no later than Term.Deadline − 100ms, where Term.Deadline =
   last renewal's send time + TTL/(1+1%) − 100ms. When renewals stop
   succeeding, SIGTERM comes at Deadline − grace − 100ms. When elect ends the
   leadership itself (a signal), SIGTERM is at once and SIGKILL grace later,
   or at Deadline − 100ms if that is sooner; elect resigns only once CMD is
-  gone, so the next leader starts after it. When the session is lost, or
-  the Term ends in any other way elect did not ask for, SIGKILL at once.
+  gone, so the next leader starts after it. When the Term ends in a way
+  elect did not ask for (a transfer, a preemption, the session lost), the
+  same: SIGTERM at once, SIGKILL grace later or at Deadline − 100ms if
+  that is sooner. The next leader may lead meanwhile (a transfer's target
+  leads at once): from the Term's end CMD's ELECTION_TOKEN is stale, and
+  what it writes to must refuse it. To have CMD gone before another
+  replica leads, send the leader's elect SIGTERM rather than elect
+  transfer.
 
-The guard keeps the deadline too, on the machine's monotonic lc, so
+The guard keeps the deadline too, on the machine's monotonic clock, so
 the schedule holds while elect is stopped (SIGSTOP, Ctrl-Z: CMD is not in
 the terminal's foreground group) or killed (SIGKILL: the guard sees its
 pipe close and stops CMD, SIGKILL by the deadline). If the guard dies, the
@@ -105,7 +112,7 @@ elect run --backend inmem --name /try -- sh -c 'echo "leading with token $ELECTI
 			var grace time.Duration
 			var listen string
 			var progress, timeout time.Duration
-			f.Duration(&grace, "grace", "D", 0, "time CMD gets between SIGTERM and SIGKILL, bounded by the lease (default TTL/5)")
+			f.Duration(&grace, "grace", "D", 0, "time CMD gets between SIGTERM and SIGKILL whenever the leadership ends, at most TTL/(1+1%)/2 − 150ms (default TTL/5)")
 			f.String(&listen, "listen", "ADDR", "", "serve /metrics, /healthz, /readyz, /readyz/any and /leader over HTTP on ADDR (HOST:PORT) while running")
 			f.Duration(&progress, "progress", "D", time.Minute, "while waiting to lead, say so every D (0: never); leader changes are said at once")
 			f.Duration(&timeout, "timeout", "D", 0, "give up (exit 124) if this candidate has not led within D of the start (0: wait for ever)")
@@ -227,6 +234,7 @@ type runner struct {
 	led       bool            // a Term began (--timeout no longer applies)
 	leader    election.Leader // the latest leader Observe reported
 	observed  bool            // leader is set
+	ending    bool            // finish was called: elect no longer waits to lead
 }
 
 func (p *runPlan) run(ctx context.Context, stdout io.Writer) error {
@@ -346,6 +354,7 @@ func (r *runner) finish(err error) {
 	if r.result == nil {
 		r.result = err
 	}
+	r.ending = true
 	r.mu.Unlock()
 	r.cancel()
 }
@@ -378,12 +387,13 @@ func (r *runner) childEnv(l election.Leader) []string {
 		"ELECTION_VALUE="+string(l.Value))
 }
 
-// lead is OnElected: it runs the command for the Term t.
-func (r *runner) lead(_ context.Context, t *election.Term) {
+// lead is OnElected: it runs the command for the Term t, until the
+// command exits, the Term ends, elect is told to stop, or ctx ends.
+func (r *runner) lead(ctx context.Context, t *election.Term) {
 	r.mu.Lock()
-	if r.signaled || r.result != nil {
+	if r.signaled || r.ending {
 		r.mu.Unlock()
-		return // Run resigns: ctx is canceled (a signal, --timeout)
+		return // Run resigns: ctx is canceled (a signal, --timeout, CMD exited)
 	}
 	r.inTerm, r.led = true, true
 	r.mu.Unlock()
@@ -413,18 +423,22 @@ func (r *runner) lead(_ context.Context, t *election.Term) {
 	r.logf("leader with token %d: started %s (pid %d)", t.Token(), r.p.argv[0], g.pid)
 	r.sink.attach(t.Token(), g)
 	g.send("deadline %d", mono.OfEarly(t.Deadline())) // a renewal may have come since the start
-	why := r.supervise(t, g)
+	why := r.supervise(ctx, t, g)
 	r.sink.attach(0, nil)
 	g.finish()
 
 	st := g.status
+	if !st.known && g.killed {
+		// elect's SIGKILL came as the guard's did, before its report.
+		st = childStatus{known: true, signal: int(syscall.SIGKILL), code: 128 + int(syscall.SIGKILL), stopping: true}
+	}
 	switch {
 	case why == stopSignal:
 		r.logf("stopped %s (%s); resigning", r.p.argv[0], st)
 	case why == stopTermEnded || t.Err() != nil && (st.stopping || !st.known):
 		// The guard may have acted first (elect was stopped past the
 		// deadline): either way the Term is over, and so is the command.
-		r.logf("leadership with token %d ended (%v): killed %s", t.Token(), t.Err(), r.p.argv[0])
+		r.logf("leadership with token %d ended (%v): stopped %s, which %s", t.Token(), t.Err(), r.p.argv[0], st)
 	case st.stopping:
 		// The guard stopped it: the lease was about to lapse. The Term may
 		// still be valid; leave it to whoever renews in time.
@@ -441,33 +455,44 @@ func (r *runner) lead(_ context.Context, t *election.Term) {
 const (
 	stopOwn       = iota // the command ended (by itself, or the guard stopped it)
 	stopSignal           // elect was told to stop, and stopped the command
-	stopTermEnded        // the Term ended; the command was killed
+	stopTermEnded        // the Term ended; the command was stopped
 )
 
-// supervise waits until the command is gone and says why it went.
-func (r *runner) supervise(t *election.Term, g *guard) int {
+// supervise waits until the command is gone and says why it went. When
+// the Term ends, elect is told to stop (a signal) or ctx ends, it stops
+// the command: SIGTERM at once, SIGKILL grace later, or at the Term's
+// deadline minus killMargin if that is sooner (stopSchedule). The guard
+// keeps that schedule; elect keeps it too, in case the guard cannot act.
+func (r *runner) supervise(ctx context.Context, t *election.Term, g *guard) int {
 	why := stopOwn
 	var killTimer <-chan time.Time
-	sigs := r.sigs.Done()
+	sigs, ended, canceled := r.sigs.Done(), t.Done(), ctx.Done()
 	for {
 		select {
 		case <-g.exited:
 			return why
-		case <-t.Done():
-			g.kill()
-			<-g.exited
-			return stopTermEnded
-		case <-sigs:
-			sigs = nil
-			why = stopSignal
-			g.send("stop")
-			// elect keeps the same schedule as the guard, in case the guard
-			// cannot act.
-			_, killAt := stopSchedule(t.Deadline(), r.p.grace, time.Now())
-			killTimer = time.After(time.Until(killAt))
 		case <-killTimer:
 			g.kill()
+			g.killed = true
+			killTimer = nil
+			continue
+		case <-ended:
+			why = stopTermEnded
+		case <-sigs:
+			why = stopSignal
+		case <-canceled:
+			// OnElected's ctx ends with the Term, or before it when Run
+			// is stopped.
+			why = stopSignal
+			if t.Err() != nil {
+				why = stopTermEnded
+			}
 		}
+		// The first of them stops the command; the others change nothing.
+		sigs, ended, canceled = nil, nil, nil
+		g.send("stop")
+		_, killAt := stopSchedule(t.Deadline(), r.p.grace, time.Now())
+		killTimer = time.After(time.Until(killAt))
 	}
 }
 
@@ -524,6 +549,7 @@ type guard struct {
 	ctlMu  sync.Mutex
 	exited chan struct{} // closed when the guard has exited; status is set
 	status childStatus
+	killed bool // elect's own copy of the schedule sent the SIGKILL (supervise's goroutine only)
 }
 
 // childStatus is how the command ended, as the guard reported it.
@@ -539,9 +565,33 @@ func (s childStatus) String() string {
 	case !s.known:
 		return "was killed with its guard"
 	case s.signal != 0:
-		return "was killed by " + syscall.Signal(s.signal).String()
+		return "was killed by " + signalName(syscall.Signal(s.signal))
 	}
 	return "exited with status " + strconv.Itoa(s.code)
+}
+
+// signalName names a signal as kill(1) does ("SIGTERM"), with its number
+// and description when it is not a common one.
+func signalName(sig syscall.Signal) string {
+	switch sig {
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGINT:
+		return "SIGINT"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	case syscall.SIGABRT:
+		return "SIGABRT"
+	case syscall.SIGKILL:
+		return "SIGKILL"
+	case syscall.SIGSEGV:
+		return "SIGSEGV"
+	case syscall.SIGPIPE:
+		return "SIGPIPE"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return fmt.Sprintf("signal %d (%v)", int(sig), sig)
 }
 
 func (s childStatus) exitErr() error {
@@ -650,17 +700,26 @@ func (g *guard) finish() {
 }
 
 // leaderChanged is Run's OnLeader: while waiting, a new leader is said at
-// once (who holds what this candidate waits for).
+// once (who holds what this candidate waits for). An election with no
+// leader at the start is not a change: this candidate is about to lead, or
+// the progress lines say it still waits.
 func (r *runner) leaderChanged(l election.Leader) {
 	r.mu.Lock()
 	prev, had := r.leader, r.observed
 	r.leader, r.observed = l, true
-	waiting := !r.inTerm && !r.signaled
+	waiting := r.waitingLocked()
 	r.mu.Unlock()
-	if waiting && (!had || prev.Token != l.Token || prev.ID != l.ID) && l.ID != r.id {
+	nobody := l.ID == "" && l.Token == 0
+	changed := had && (prev.Token != l.Token || prev.ID != l.ID) || !had && !nobody
+	if waiting && changed && l.ID != r.id {
 		r.logf("waiting to lead %s; %s", strings.TrimSpace(r.p.ef.name), describeLeader(l))
 	}
 }
+
+// waitingLocked reports whether elect waits to lead: it campaigns, leads
+// not, and is not on its way out (a signal; CMD exited, once it resigned
+// the leadership; --timeout). r.mu is held.
+func (r *runner) waitingLocked() bool { return !r.inTerm && !r.signaled && !r.ending }
 
 // sayProgress says every --progress that elect still waits to lead, since
 // when, and who leads, until ctx ends.
@@ -677,7 +736,7 @@ func (r *runner) sayProgress(ctx context.Context) {
 		case <-tick.C:
 		}
 		r.mu.Lock()
-		waiting, since, l, seen := !r.inTerm && !r.signaled, r.waitSince, r.leader, r.observed
+		waiting, since, l, seen := r.waitingLocked(), r.waitSince, r.leader, r.observed
 		r.mu.Unlock()
 		if !waiting {
 			continue

@@ -198,6 +198,99 @@ func writer(ignoreTerm bool) []string {
 	return []string{"sh", "-c", s}
 }
 
+// graceCmd is the leader's command of the grace tests: like writer, it
+// appends its token and PID to $OUT every 20 ms. On SIGTERM it appends
+// them to $MARK; then with exitOnTerm it exits 0, and without it writes
+// on, to $OUT.late, until SIGKILL.
+func graceCmd(exitOnTerm bool) []string {
+	on := `echo "$ELECTION_TOKEN $$" >> "$MARK"; OUT="$OUT.late"`
+	if exitOnTerm {
+		on = `echo "$ELECTION_TOKEN $$" >> "$MARK"; exit 0`
+	}
+	return []string{"sh", "-c", `trap '` + on + `' TERM; while :; do echo "$ELECTION_TOKEN $$" >> "$OUT"; sleep 0.02; done`}
+}
+
+// graceGrace is the --grace of the grace tests: short, yet long enough
+// for a command that handles SIGTERM and writes on to show it.
+const graceGrace = "500ms"
+
+// checkLossGrace starts two elect run processes on election name of etcd
+// at ep: a, whose command is graceCmd(exitOnTerm), with aFlags, then b,
+// whose command is writer, with bFlags. Once a's command writes and b
+// campaigns, lose ends a's Term without a's elect asking (a transfer, a
+// preemption). a's command must then get SIGTERM and, when it does not
+// exit, SIGKILL after the grace; b's command leads on; both elect
+// processes stop on SIGTERM.
+func checkLossGrace(t *testing.T, ep, name string, exitOnTerm bool, aFlags, bFlags []string, lose func()) {
+	t.Helper()
+	cli := etcdtest.Client(t, []string{ep})
+	dir := t.TempDir()
+	out, mark := filepath.Join(dir, "out"), filepath.Join(dir, "mark")
+	env := []string{"OUT=" + out, "MARK=" + mark}
+	args := func(id string, extra, cmd []string) []string {
+		as := append([]string{"run", "--endpoints", ep, "--name", name, "--id", id, "--ttl", "2s", "--grace", graceGrace}, extra...)
+		return append(append(as, "--"), cmd...)
+	}
+	a := startElect(t, "elect run a", env, args("a", aFlags, graceCmd(exitOnTerm))...)
+	waitFor(t, "a's command to write", func() bool { return len(readEntries(t, out)) > 0 })
+	first := readEntries(t, out)[0]
+	b := startElect(t, "elect run b", env, args("b", bFlags, writer(false))...)
+	waitFor(t, "b to campaign", func() bool { return keys(t, cli, name) == 2 })
+	lose()
+	waitFor(t, "b's command to write", func() bool {
+		for _, e := range readEntries(t, out) {
+			if e.token > first.token {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, "a's command to get SIGTERM", func() bool { return len(readEntries(t, mark)) > 0 })
+	if es := readEntries(t, mark); len(es) != 1 || es[0] != first {
+		t.Errorf("SIGTERMs received: %v, want one, by the command of token %d (pid %d)", es, first.token, first.pid)
+	}
+	waitFor(t, "a's command to be gone", func() bool { return !alive(first.pid) })
+	waitFor(t, "a to say how its command ended", func() bool { return strings.Contains(a.stderr.String(), "stopped sh, which ") })
+	late := readEntries(t, out+".late")
+	if exitOnTerm {
+		if !strings.Contains(a.stderr.String(), "which exited with status 0") || len(late) != 0 {
+			t.Errorf("a command that exits on SIGTERM: %d lines after it; a said:\n%s", len(late), a.stderr.String())
+		}
+	} else {
+		// It wrote on after SIGTERM: the SIGKILL came after a grace, not
+		// at once.
+		if !strings.Contains(a.stderr.String(), "which was killed by SIGKILL") || len(late) < 3 {
+			t.Errorf("a command that ignores SIGTERM: %d lines after it, want at least 3 in the %s grace, then SIGKILL; a said:\n%s", len(late), graceGrace, a.stderr.String())
+		}
+		for _, e := range late {
+			if e != first {
+				t.Errorf("a line %v after SIGTERM that is not the old command's (%v)", e, first)
+			}
+		}
+	}
+	checkMonotonic(t, readEntries(t, out))
+	for _, p := range []*proc{a, b} {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if code := p.wait(t); code != 0 {
+			t.Errorf("%s: exit %d after SIGTERM, want 0", p.name, code)
+		}
+	}
+}
+
+// A leader made --preempt steps down for a candidate of higher priority:
+// its command gets SIGTERM, and SIGKILL after --grace if it is still
+// there.
+func TestRunPreemptedGrace(t *testing.T) {
+	srv := etcdtest.New(t, embedetcd.Config{})
+	for _, exitOnTerm := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exitOnTerm=%v", exitOnTerm), func(t *testing.T) {
+			name := fmt.Sprintf("/test/preempt-%v", exitOnTerm)
+			checkLossGrace(t, srv.Endpoints()[0], name, exitOnTerm,
+				[]string{"--preempt", "100ms"}, []string{"--priority", "5"}, func() {})
+		})
+	}
+}
+
 // keys counts the candidates' keys of election name.
 func keys(t *testing.T, cli *clientv3.Client, name string) int {
 	t.Helper()
@@ -382,6 +475,26 @@ func TestRunEnvironment(t *testing.T) {
 	}
 }
 
+// elect run --backend inmem: the command leads at once, and once it has
+// exited elect says nothing of waiting to lead (it resigned to exit, not
+// to campaign again).
+func TestRunInmemSaysNoWaitAfterExit(t *testing.T) {
+	for _, status := range []string{"0", "3"} {
+		code, out, errOut := elect(t, "run", "--backend", "inmem", "--name", "try", "--",
+			"sh", "-c", `echo "leading with token $ELECTION_TOKEN"; exit `+status)
+		if strconv.Itoa(code) != status || !strings.Contains(out, "leading with token ") {
+			t.Fatalf("exit %d, stdout %q; want the command's %s; stderr:\n%s", code, out, status, errOut)
+		}
+		if strings.Contains(errOut, "waiting") {
+			t.Errorf("exit %s: elect said it waits, with nobody else in the election:\n%s", status, errOut)
+		}
+		lines := strings.Split(strings.TrimSpace(errOut), "\n")
+		if last := lines[len(lines)-1]; !strings.Contains(last, "sh exited with status "+status+": resigning") {
+			t.Errorf("exit %s: a line after the command's exit:\n%s", status, errOut)
+		}
+	}
+}
+
 // A command that cannot be found exits 127 before campaigning.
 func TestRunCommandNotFound(t *testing.T) {
 	code, _, errOut := elect(t, "run", "--backend", "inmem", "--name", "/x", "--", "/nonexistent/command")
@@ -545,6 +658,10 @@ func TestRunUsageErrors(t *testing.T) {
 		{nil, []string{"leader"}, "--name: required"},
 		{nil, []string{"leader", "--name", "/x", "--dial-timeout", "0s"}, "--dial-timeout=0s: must be positive"},
 		{nil, []string{"leader", "--name", "/x", "--id", "a"}, "unknown flag --id"},
+		{nil, []string{"leader", "--backend", "zk", "--name", "/x", "--zk-hold"}, "unknown flag --zk-hold"},
+		{nil, []string{"observe", "--backend", "zk", "--name", "/x", "--zk-hold"}, "unknown flag --zk-hold"},
+		{nil, []string{"transfer", "--backend", "zk", "--name", "/x", "--zk-hold"}, "unknown flag --zk-hold"},
+		{nil, []string{"run", "--backend", "etcd", "--name", "/x", "--zk-hold", "--", "true"}, "--zk-hold=true: only for --backend zk"},
 	} {
 		for _, kv := range tc.env {
 			k, v, _ := strings.Cut(kv, "=")

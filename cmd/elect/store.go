@@ -31,7 +31,9 @@ type storeBackend struct {
 	shared bool
 	// flags defines the backend's own flags on f and returns the function
 	// that opens a candidate with their values once they are parsed.
-	flags func(f *flagSet) opener
+	// candidate is true for a command that campaigns (elect run): only
+	// then are the flags that shape a leadership defined.
+	flags func(f *flagSet, candidate bool) opener
 }
 
 // opener opens a candidate of the election called name. The returned
@@ -75,7 +77,9 @@ type electionFlags struct {
 }
 
 // defineElectionFlags defines --backend, --name and, when candidate is
-// true, --id, --value and --ttl; then every backend's own flags.
+// true, --id, --value, --ttl, --priority and --preempt; then every
+// backend's own flags (those that shape a leadership, such as --zk-hold,
+// only when candidate is true).
 func defineElectionFlags(f *flagSet, candidate, sharedOnly bool) *electionFlags {
 	ef := &electionFlags{sharedOnly: sharedOnly, openers: map[string]opener{}, owners: map[string][]string{}}
 	names := storeBackendNames(sharedOnly)
@@ -93,7 +97,7 @@ func defineElectionFlags(f *flagSet, candidate, sharedOnly bool) *electionFlags 
 			continue
 		}
 		before := len(f.order)
-		ef.openers[b.name] = b.flags(f)
+		ef.openers[b.name] = b.flags(f, candidate)
 		ef.owners[b.name] = slices.Clone(f.order[before:])
 	}
 	return ef
@@ -174,7 +178,7 @@ func warnLogger(w io.Writer) *slog.Logger {
 // inmemFlags: the in-process backend has no flags. It opens a cluster of
 // the ring algorithm with one member: it leads at once, which is enough to
 // try elect run's handling of the command.
-func inmemFlags(*flagSet) opener {
+func inmemFlags(*flagSet, bool) opener {
 	return func(ctx context.Context, _ *flagSet, _ string, opts []election.Option) (election.Elector, func() error, error) {
 		o, err := election.NewOptions(opts...)
 		if err != nil {

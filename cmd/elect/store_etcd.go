@@ -35,7 +35,7 @@ type etcdConn struct {
 	dialTimeout  time.Duration
 }
 
-func etcdFlags(f *flagSet) opener {
+func etcdFlags(f *flagSet, _ bool) opener {
 	c := &etcdConn{}
 	f.String(&c.endpoints, "endpoints", "LIST", "127.0.0.1:2379", "etcd: comma-separated host:port or http(s):// URLs")
 	f.String(&c.cacert, "cacert", "FILE", "", "etcd: verify the server with this CA certificate (PEM); turns on TLS")

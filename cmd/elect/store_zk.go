@@ -25,13 +25,17 @@ type zkConn struct {
 	hold         bool
 }
 
-func zkFlags(f *flagSet) opener {
+func zkFlags(f *flagSet, candidate bool) opener {
 	c := &zkConn{}
 	f.String(&c.servers, "servers", "LIST", "127.0.0.1:2181", "zk: comma-separated host:port of the ensemble's servers")
 	f.String(&c.user, "zk-user", "NAME", "", "zk: digest user; the password comes from "+zkPasswordEnv+" or --zk-password-file")
 	f.String(&c.passwordFile, "zk-password-file", "FILE", "", "zk: file holding the password of --zk-user (one line)")
 	f.Duration(&c.connTimeout, "zk-connect-timeout", "D", 10*time.Second, "zk: how long to wait for a session at start")
-	f.Bool(&c.hold, "zk-hold", false, "zk: while disconnected, lead on until the session may have expired (HoldUntilDeadline) instead of stepping down at once")
+	if candidate {
+		// How a leader behaves while disconnected: nothing to observe,
+		// leader or transfer, which never lead.
+		f.Bool(&c.hold, "zk-hold", false, "zk: while disconnected, lead on until the session may have expired (HoldUntilDeadline) instead of stepping down at once")
+	}
 	return c.open
 }
 

@@ -31,10 +31,13 @@ library's etcd backend) ends its Term and hands over in one write, and the
 target leads at once, with a higher fencing token, ahead of every other
 candidate. elect transfer prints the new leader as elect leader does.
 
-The leader's Term ends before the target can lead: under elect run, the
-old leader's CMD is stopped at once (SIGKILL), as for any leadership that
-ends without elect asking. To stop it gracefully first, send the leader's
-elect SIGTERM instead: the next candidate in order takes over.
+The leader's Term ends before the target can lead. Under elect run, the
+old leader's CMD then gets SIGTERM at once and SIGKILL after that elect
+run's --grace (sooner if its lease deadline comes first), as for any
+leadership that ends without elect asking; the target leads meanwhile, and
+the old CMD's fencing token is stale. To have the old CMD gone before the
+next leader starts, send the leader's elect SIGTERM instead: it stops CMD,
+then resigns, and the next candidate in order takes over.
 
 Exit codes: 0 the leadership moved (the new leader is printed), 3 the
 election has no leader, 4 the leader has no such waiting candidate and

@@ -1,10 +1,11 @@
-//go:build unix
+//go:build linux
 
 package main
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,24 @@ func TestTransferCommand(t *testing.T) {
 	code, out, errOut = elect(t, "transfer", "--endpoints", ep, "--name", name, "--json")
 	if code != 0 || !strings.Contains(out, `"id":"c"`) || !strings.Contains(out, `"priority":2`) {
 		t.Fatalf("transfer to the best: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// elect transfer away from an elect run: the old leader's command gets
+// SIGTERM, and SIGKILL after that elect run's --grace if it is still
+// there; the target's command leads on.
+func TestTransferCommandGrace(t *testing.T) {
+	srv := etcdtest.New(t, embedetcd.Config{})
+	ep := srv.Endpoints()[0]
+	for _, exitOnTerm := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exitOnTerm=%v", exitOnTerm), func(t *testing.T) {
+			name := fmt.Sprintf("/test/transfer-grace-%v", exitOnTerm)
+			checkLossGrace(t, ep, name, exitOnTerm, nil, nil, func() {
+				code, out, errOut := elect(t, "transfer", "--endpoints", ep, "--name", name, "--to", "b")
+				if code != 0 || !strings.HasPrefix(out, "b  token=") {
+					t.Fatalf("transfer --to b: exit %d, stdout %q, stderr %q", code, out, errOut)
+				}
+			})
+		})
 	}
 }
