@@ -36,6 +36,8 @@ type Elector struct {
 	ownsConn      bool          // made by Dial: Close closes it
 	sessionEvents chan struct{} // Dial's session events wake the leader's watch at once
 	lostSeen      *atomic.Bool  // Dial's session events: the connection was lost since the leader last looked
+	ttlGiven      time.Duration // the TTL WithTTL set, or 0: the granted session timeout is the TTL (ttl.go)
+	granted       atomic.Int64  // the session timeout last read from conn, in ns, or 0 (ttl.go)
 
 	gate    *skeleton.Gate  // one Campaign at a time; Close's signal
 	closing <-chan struct{} // gate.Closing()
@@ -135,12 +137,24 @@ func NewConfig(conn *gozk.Conn, path string, cfg Config, opts ...election.Option
 	if err != nil {
 		return nil, err
 	}
+	given := givenTTL(opts)
+	granted, ok := sessionTimeout(conn)
+	switch {
+	case ok:
+		if o, err = withSessionTTL(o, given, granted); err != nil {
+			return nil, err
+		}
+	case timeoutField == nil && given == 0:
+		return nil, &election.OptionError{Field: "TTL", Value: "unset", Reason: "this version of github.com/go-zookeeper/zk does not expose the session timeout the server granted: set WithTTL to it"}
+	}
 	bg, stop := context.WithCancel(context.Background())
 	gate := skeleton.NewGate()
-	return &Elector{
-		conn: conn, path: path, o: o, cfg: cfg, log: o.Logger,
+	e := &Elector{
+		conn: conn, path: path, o: o, cfg: cfg, log: o.Logger, ttlGiven: given,
 		gate: gate, closing: gate.Closing(), bg: bg, stopBg: stop, obs: watch.NewFeed(),
-	}, nil
+	}
+	e.granted.Store(int64(granted))
+	return e, nil
 }
 
 // Path returns the election path.
@@ -185,6 +199,9 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 		e.withdraw(old, election.ErrResigned) // a Term that ended on its own, or a waiting node left behind
 	}
 	e.deletePending(ctx)
+	if err := e.awaitSession(ctx); err != nil {
+		return nil, err
+	}
 	for {
 		c, err := e.start(ctx)
 		if err != nil {
