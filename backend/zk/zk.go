@@ -102,10 +102,13 @@ var _ election.Elector = (*Elector)(nil)
 // ensemble conn talks to, with the default Config. conn stays the caller's:
 // Close does not close it.
 //
-// The Term's deadline is computed from the TTL option, which must not
-// exceed the session timeout the server granted conn (servers clamp the
-// requested timeout to 2–20 ticks): set WithTTL to that timeout. Dial does
-// this itself. Bad options and a bad path are refused with an error
+// The TTL, from which the Term's deadline is computed, is the session
+// timeout the server granted conn (servers clamp the requested timeout to
+// 2–20 ticks): leave WithTTL out to use it; a WithTTL that differs is
+// refused with an *election.OptionError naming both. New reads the timeout
+// when conn has a session; on a conn still connecting, the first Campaign
+// waits for the session and checks it (see TTL and session timeout in the
+// package doc). Bad options and a bad path are refused with an error
 // wrapping election.ErrInvalidOption.
 //
 // Electors made by New on one conn share its session, as etcd's Electors
