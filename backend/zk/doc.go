@@ -32,10 +32,12 @@
 // The go-zookeeper client shows the granted timeout only in its log and in
 // an unexported field of Conn, which this package reads (by name, once the
 // connection has a session). New reads it at once when conn has a session;
-// otherwise the first Campaign waits for the session (bounded by its ctx)
-// and reads it before it makes a node, returning the OptionError there.
-// Every Term reads it again when it begins, so a Term's deadline always
-// rests on the timeout of the session it leads on. The client asks for the
+// otherwise Campaign reads it as soon as its node is made (with a session,
+// then) and, if WithTTL differs, withdraws the node and returns the
+// OptionError. Every Term reads it again when it begins, so a Term's
+// deadline always rests on the timeout of the session it leads on (should
+// the connection be lost before any read, the candidate makes a new node
+// once reconnected, as when its node vanishes). The client asks for the
 // granted timeout again when it reconnects, so the timeout changes only
 // when a server with other bounds answers (an ensemble whose members are
 // configured differently): a leader that finds its session's timeout

@@ -1,7 +1,6 @@
 package zk
 
 import (
-	"context"
 	"fmt"
 	"reflect"
 	"time"
@@ -84,8 +83,9 @@ func withSessionTTL(o election.Options, given, granted time.Duration) (election.
 
 // resolveTTL returns e's options for a Term on session: with the TTL the
 // session timeout conn's session was granted, read now when conn has that
-// session, else the one read last. Without any (a client whose timeout
-// cannot be read), e's own.
+// session, else the one read last. When none was ever read, an error
+// wrapping errNodeGone: Campaign makes a new node once connected. With a
+// client whose timeout cannot be read, e's own options (WithTTL's).
 func (e *Elector) resolveTTL(session int64) (election.Options, error) {
 	d, ok := sessionTimeout(e.conn)
 	if ok && e.conn.SessionID() == session {
@@ -93,28 +93,25 @@ func (e *Elector) resolveTTL(session int64) (election.Options, error) {
 	} else {
 		d = time.Duration(e.granted.Load())
 	}
-	if d == 0 {
+	switch {
+	case d != 0:
+		return withSessionTTL(e.o, e.ttlGiven, d)
+	case timeoutField == nil:
 		return e.o, nil
 	}
-	return withSessionTTL(e.o, e.ttlGiven, d)
+	return e.o, fmt.Errorf("%w: the session timeout of session %#x is not known yet (the connection was lost)", errNodeGone, session)
 }
 
-// awaitSession waits until e's connection has a session, if e has never
-// seen one, bounded by ctx and Close, and checks the granted timeout
-// against WithTTL: Campaign's first step, so that no node is made for a
-// candidacy whose Term would be refused.
-func (e *Elector) awaitSession(ctx context.Context) error {
-	for {
-		if d, ok := sessionTimeout(e.conn); ok {
-			e.granted.Store(int64(d))
-			_, err := withSessionTTL(e.o, e.ttlGiven, d)
-			return err
-		}
-		if timeoutField == nil || e.granted.Load() != 0 {
-			return nil // known from before; the claim reads it again
-		}
-		if err := e.pause(ctx, nil, statePoll); err != nil {
-			return err
-		}
+// checkTTL checks the session timeout conn was granted against WithTTL,
+// when conn has a session: Campaign's first step, so that a candidacy
+// whose Term would be refused makes no node. On a conn with no session,
+// Campaign checks once its node is made (resolveTTL).
+func (e *Elector) checkTTL() error {
+	d, ok := sessionTimeout(e.conn)
+	if !ok {
+		return nil
 	}
+	e.granted.Store(int64(d))
+	_, err := withSessionTTL(e.o, e.ttlGiven, d)
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,17 +96,18 @@ func TestTTLReadAtFirstCampaign(t *testing.T) {
 	if conn.State() == gozk.StateHasSession {
 		t.Fatal("the connection has a session through a proxy that refuses connections")
 	}
+	refused := campaignAsync(ctxT(t), given) // waits for the session in its create
 	px.Heal()
 	term := lead(t, derived)
 	if got, want := term.Window(), window(4*time.Second); got != want {
 		t.Errorf("the Term's window is %v; want %v (from the 4s session)", got, want)
 	}
-	_, err = given.Campaign(ctxT(t))
-	if !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "10s") || !strings.Contains(err.Error(), "4s") {
-		t.Fatalf("Campaign with a TTL of 10s on a 4s session = %v; want an error naming both", err)
+	r := await(t, refused, patience, "Campaign with a TTL of 10s")
+	if err := r.err; !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "10s") || !strings.Contains(err.Error(), "4s") {
+		t.Fatalf("Campaign with a TTL of 10s on a 4s session = %v, %v; want an error naming both", r.t, err)
 	}
-	if names, _, err := conn.Children(path); err == nil && len(names) > 0 {
-		t.Errorf("the refused Campaign left nodes: %v", names)
+	if names, _, err := conn.Children(path); err == nil && slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "_c_") }) {
+		t.Errorf("the refused Campaign left its node: %v", names)
 	}
 }
 

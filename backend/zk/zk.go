@@ -106,9 +106,9 @@ var _ election.Elector = (*Elector)(nil)
 // timeout the server granted conn (servers clamp the requested timeout to
 // 2–20 ticks): leave WithTTL out to use it; a WithTTL that differs is
 // refused with an *election.OptionError naming both. New reads the timeout
-// when conn has a session; on a conn still connecting, the first Campaign
-// waits for the session and checks it (see TTL and session timeout in the
-// package doc). Bad options and a bad path are refused with an error
+// when conn has a session; on a conn still connecting, Campaign reads and
+// checks it once connected (see TTL and session timeout in the package
+// doc). Bad options and a bad path are refused with an error
 // wrapping election.ErrInvalidOption.
 //
 // Electors made by New on one conn share its session, as etcd's Electors
@@ -202,12 +202,16 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 		e.withdraw(old, election.ErrResigned) // a Term that ended on its own, or a waiting node left behind
 	}
 	e.deletePending(ctx)
-	if err := e.awaitSession(ctx); err != nil {
+	if err := e.checkTTL(); err != nil {
 		return nil, err
 	}
 	for {
 		c, err := e.start(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if _, err := e.resolveTTL(c.session); err != nil && !errors.Is(err, errNodeGone) {
+			e.withdraw(c, election.ErrResigned) // WithTTL differs from the timeout of the session the node was made on
 			return nil, err
 		}
 		t, err := e.wait(ctx, c)
