@@ -40,7 +40,9 @@ func (p Policy) String() string {
 }
 
 // Config holds the ZooKeeper-specific settings of an Elector. The zero
-// Config is valid: open ACLs, StepDownOnDisconnect.
+// Config is valid: open ACLs, StepDownOnDisconnect. The TTL is not one of
+// them: it is the session timeout the server granted the connection (see
+// New).
 type Config struct {
 	// PathACL is the ACL of the election path (and any missing parent)
 	// when this Elector creates it; an existing path keeps its own.

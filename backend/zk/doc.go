@@ -13,12 +13,48 @@
 //	)
 //
 //	conn, _, err := gozk.Connect([]string{"127.0.0.1:2181"}, 10*time.Second)
-//	e, err := zk.New(conn, "/services/scheduler", election.WithTTL(10*time.Second))
+//	e, err := zk.New(conn, "/services/scheduler", election.WithID("sched-1"))
 //
 // or let Dial connect (and own the connection):
 //
 //	e, err := zk.Dial(ctx, zk.DialConfig{Servers: []string{"127.0.0.1:2181"}}, "/services/scheduler",
-//		election.WithID("sched-1"), election.WithTTL(10*time.Second))
+//		election.WithID("sched-1"))
+//
+// # TTL and session timeout
+//
+// The TTL is the session timeout the server granted the connection, which
+// servers clamp to their bounds (2–20 ticks by default, 4–40 s at the
+// default tickTime of 2 s), so it may differ from the one asked for.
+// Leave WithTTL out and the Elector uses the granted timeout; a WithTTL
+// that differs from it is refused with an *election.OptionError naming
+// both. Dial asks for WithTTL's value (DefaultTTL without it).
+//
+// The go-zookeeper client shows the granted timeout only in its log and in
+// an unexported field of Conn, which this package reads (by name, once the
+// connection has a session). New reads it at once when conn has a session;
+// otherwise Campaign reads it as soon as its node is made (with a session,
+// then) and, if WithTTL differs, withdraws the node and returns the
+// OptionError. Every Term reads it again when it begins, so a Term's
+// deadline always rests on the timeout of the session it leads on (should
+// the connection be lost before any read, the candidate makes a new node
+// once reconnected, as when its node vanishes). The client asks for the
+// granted timeout again when it reconnects, so the timeout changes only
+// when a server with other bounds answers (an ensemble whose members are
+// configured differently): a leader that finds its session's timeout
+// shorter than its Term's TTL ends its Term with ErrSessionLost, and the
+// next Term counts with the new one (with WithTTL set, the next Campaign
+// refuses it, as New would). Should a version of the client keep the
+// timeout elsewhere, New requires WithTTL and trusts it.
+//
+// # Dial
+//
+// Dial waits for a session until ctx ends, or for DialConfig.Wait
+// (default DefaultDialWait, 15 s) when ctx has no deadline; its error
+// names the servers it tried and the last failure, and wraps ctx's error.
+// The client's log goes to the Logger option: attempts that fail at info
+// level (each one while Dial waits, then at most one every 5 s), the rest
+// at debug level. A Conn of your own logs through the client's default
+// logger (the standard log package) unless gozk.WithLogger is given.
 //
 // # Layout
 //
@@ -118,10 +154,8 @@
 // session event). The Term's deadline is the send time of the last confirmed heartbeat +
 // TTL/(1+ρ) − margin: the server cannot expire the session before a
 // session timeout after it last heard from the client, so with the TTL
-// option at most the session timeout the server granted, the Term ends
-// before another candidate can be elected (P3). Dial sets the TTL to the
-// granted timeout when the server granted less than asked; with New, set
-// WithTTL to the session timeout of the connection yourself.
+// the session timeout the server granted (see TTL and session timeout
+// above), the Term ends before another candidate can be elected (P3).
 //
 // A leadership node or _l found gone, or a new session on the connection,
 // ends the Term at once with ErrSessionLost. A lost connection, while the session may still

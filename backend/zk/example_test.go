@@ -32,7 +32,8 @@ func Example() {
 	_ = check // conn.Multi(check, &gozk.SetDataRequest{…}): commits only while t is current
 }
 
-// New shares a connection, and so a session, among many Electors.
+// New shares a connection, and so a session, among many Electors. Their
+// TTL is the session timeout the server granted the connection.
 func ExampleNew() {
 	conn, _, err := gozk.Connect([]string{"127.0.0.1:2181"}, 10*time.Second)
 	if err != nil {
@@ -40,7 +41,7 @@ func ExampleNew() {
 	}
 	defer conn.Close()
 	for _, shard := range []string{"/shards/0", "/shards/1"} {
-		e, err := zk.New(conn, shard, election.WithID("node-a"), election.WithTTL(10*time.Second))
+		e, err := zk.New(conn, shard, election.WithID("node-a"))
 		if err != nil {
 			log.Fatal(err)
 		}

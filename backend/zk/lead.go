@@ -68,7 +68,11 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 	if err != nil {
 		return nil, e.stopped(ctx, c, err)
 	}
-	term, lc := backend.NewTerm(e.o, c.leader, sent)
+	o, err := e.resolveTTL(c.session)
+	if err != nil {
+		return nil, err // Campaign withdraws c, its leadership nodes with it
+	}
+	term, lc := backend.NewTerm(o, c.leader, sent)
 	e.mu.Lock()
 	switch {
 	case e.closed:
@@ -84,7 +88,7 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 	c.lc = lc
 	e.terms.Add(lc)
 	e.wg.Add(1)
-	go e.lead(c, lc, sent)
+	go e.lead(c, lc, o.TTL, sent)
 	if e.o.PreemptAfter > 0 {
 		e.wg.Add(1)
 		go e.preempt(c, lc.Term())
@@ -108,11 +112,11 @@ func (e *Elector) begin(ctx context.Context, c *candidacy, sent time.Time, err e
 // the lease clock ends the Term at its deadline if none succeeds. When the
 // Term ends for any reason, the candidacy is withdrawn: its node is
 // deleted, so the next candidate leads at once.
-func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, renewed time.Time) {
+func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, renewed time.Time) {
 	defer e.wg.Done()
 	defer e.forget(lc)
 	t := lc.Term()
-	interval := e.o.Window() / 3
+	interval := t.Window() / 3
 	cw := watchConn(e.conn, interval)
 	defer cw.release(interval)
 	var retry *time.Timer // a failed heartbeat's retry
@@ -155,6 +159,12 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, renewed time.Time) 
 		case sid != c.session && sid != 0, st == gozk.StateExpired:
 			lc.End(fmt.Errorf("%w: session %#x of node %s expired", election.ErrSessionLost, c.session, c.node))
 		case st == gozk.StateHasSession:
+			if d, ok := sessionTimeout(e.conn); ok && d < ttl {
+				// A server with other bounds took the session over: it may
+				// expire before this Term's deadline.
+				e.granted.Store(int64(d))
+				lc.End(fmt.Errorf("%w: the session's timeout is now %v, shorter than the Term's TTL %v (a server with other session bounds answered)", election.ErrSessionLost, d, ttl))
+			}
 			if holdTimer != nil { // reconnected in time, same session
 				holdTimer.Stop()
 				holdTimer, hold = nil, nil

@@ -37,6 +37,8 @@ type Elector struct {
 	ownsConn      bool          // made by Dial: Close closes it
 	sessionEvents chan struct{} // Dial's session events wake the leader's watch at once
 	lostSeen      *atomic.Bool  // Dial's session events: the connection was lost since the leader last looked
+	ttlGiven      time.Duration // the TTL WithTTL set, or 0: the granted session timeout is the TTL (ttl.go)
+	granted       atomic.Int64  // the session timeout last read from conn, in ns, or 0 (ttl.go)
 
 	gate    *skeleton.Gate  // one Campaign at a time; Close's signal
 	closing <-chan struct{} // gate.Closing()
@@ -103,10 +105,13 @@ var _ election.Elector = (*Elector)(nil)
 // backend's names follow); Campaign creates it and its missing parents.
 // conn stays the caller's: Close does not close it.
 //
-// The Term's deadline is computed from the TTL option, which must not
-// exceed the session timeout the server granted conn (servers clamp the
-// requested timeout to 2–20 ticks): set WithTTL to that timeout. Dial does
-// this itself. Bad options and a bad name are refused with an error
+// The TTL, from which the Term's deadline is computed, is the session
+// timeout the server granted conn (servers clamp the requested timeout to
+// 2–20 ticks): leave WithTTL out to use it; a WithTTL that differs is
+// refused with an *election.OptionError naming both. New reads the timeout
+// when conn has a session; on a conn still connecting, Campaign reads and
+// checks it once connected (see TTL and session timeout in the package
+// doc). Bad options and a bad name are refused with an error
 // wrapping election.ErrInvalidOption.
 //
 // Electors made by New on one conn share its session, as etcd's Electors
@@ -138,12 +143,24 @@ func NewConfig(conn *gozk.Conn, name string, cfg Config, opts ...election.Option
 	if err != nil {
 		return nil, err
 	}
+	given := givenTTL(opts)
+	granted, ok := sessionTimeout(conn)
+	switch {
+	case ok:
+		if o, err = withSessionTTL(o, given, granted); err != nil {
+			return nil, err
+		}
+	case timeoutField == nil && given == 0:
+		return nil, &election.OptionError{Field: "TTL", Value: "unset", Reason: "this version of github.com/go-zookeeper/zk does not expose the session timeout the server granted: set WithTTL to it"}
+	}
 	bg, stop := context.WithCancel(context.Background())
 	gate := skeleton.NewGate()
-	return &Elector{
-		conn: conn, path: name, o: o, cfg: cfg, log: o.Logger,
+	e := &Elector{
+		conn: conn, path: name, o: o, cfg: cfg, log: o.Logger, ttlGiven: given,
 		gate: gate, closing: gate.Closing(), bg: bg, stopBg: stop, obs: watch.NewFeed(),
-	}, nil
+	}
+	e.granted.Store(int64(granted))
+	return e, nil
 }
 
 // Name returns the election's name, the path given to New (or Dial).
@@ -191,9 +208,16 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 		e.withdraw(old, election.ErrResigned) // a Term that ended on its own, or a waiting node left behind
 	}
 	e.deletePending(ctx)
+	if err := e.checkTTL(); err != nil {
+		return nil, err
+	}
 	for {
 		c, err := e.start(ctx)
 		if err != nil {
+			return nil, err
+		}
+		if _, err := e.resolveTTL(c.session); err != nil && !errors.Is(err, errNodeGone) {
+			e.withdraw(c, election.ErrResigned) // WithTTL differs from the timeout of the session the node was made on
 			return nil, err
 		}
 		t, err := e.wait(ctx, c)

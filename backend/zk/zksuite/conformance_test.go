@@ -44,6 +44,27 @@ func sanitize(s string) string {
 	return string(b)
 }
 
+// sessionTimeout is the session timeout a candidate made with opts asks
+// for: the TTL they set, else ttl.
+func sessionTimeout(opts []election.Option) time.Duration {
+	var o election.Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.TTL == 0 {
+		return ttl
+	}
+	return o.TTL
+}
+
+// granted is the session timeout the servers grant when asked for d: d
+// within their bounds of 2–20 ticks, else the nearest bound. It is the
+// TTL (zk.New refuses any other), so a candidate asked for a TTL beyond
+// the bounds leads with the bound.
+func granted(d time.Duration) time.Duration {
+	return min(max(d, 2*zktest.TickTime), 20*zktest.TickTime)
+}
+
 // zkElection is one election of the conformance suite: each candidate has
 // its own connection through its own proxy, so that Crash can cut it off
 // silently and let its session expire, as a dead process's would.
@@ -58,9 +79,10 @@ type zkElection struct {
 func (z *zkElection) Candidate(t *testing.T, opts ...election.Option) election.Elector {
 	t.Helper()
 	px := faultproxy.New(t, z.addr)
-	conn := zktest.Conn(t, []string{px.Addr}, ttl)
+	timeout := sessionTimeout(opts)
+	conn := zktest.Conn(t, []string{px.Addr}, timeout)
 	t.Cleanup(px.Close) // before conn.Close (cleanups run last first): a cut connection closes at once
-	e, err := zk.New(conn, z.path, append([]election.Option{election.WithTTL(ttl)}, opts...)...)
+	e, err := zk.New(conn, z.path, append(append([]election.Option{election.WithTTL(ttl)}, opts...), election.WithTTL(granted(timeout)))...)
 	if err != nil {
 		t.Fatal(err)
 	}
