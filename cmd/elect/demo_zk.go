@@ -57,7 +57,8 @@ func (d *zkDemo) Candidate(ctx context.Context, id string, opts ...election.Opti
 	if err != nil {
 		return nil, err
 	}
-	e, err := zk.New(conn, d.path, append([]election.Option{election.WithID(id), election.WithTTL(d.ttl)}, opts...)...)
+	// The TTL is the session timeout the server granted conn.
+	e, err := zk.New(conn, d.path, append([]election.Option{election.WithID(id)}, opts...)...)
 	if err != nil {
 		conn.Close()
 		return nil, err

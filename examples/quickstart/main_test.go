@@ -172,7 +172,20 @@ func (rp *replica) stop(t *testing.T) {
 	case <-time.After(patience):
 		t.Fatalf("replica %s did not exit within %v of SIGTERM", rp.id, patience)
 	}
+	// Its whole log: leaderships, step-downs and demotions, and nothing
+	// else (a step-down with OnElected's ctx returns nil, and neither the
+	// Elector nor the etcd client has anything to say about it).
+	for l := range rp.lines {
+		rp.seen = append(rp.seen, l)
+	}
+	for _, l := range rp.seen {
+		if !expected.MatchString(l.text) {
+			t.Errorf("replica %s logged %q", rp.id, l.text)
+		}
+	}
 }
+
+var expected = regexp.MustCompile(`(\S+ leads, token \d+|job \d+ written with token \d+|\S+ steps down after \d+ jobs|\S+ no longer leads: election: resigned)$`)
 
 // Two replicas of the quickstart on an embedded etcd: the first leads; each
 // leader steps down after three jobs and the other, waiting, takes over at

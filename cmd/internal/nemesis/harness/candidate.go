@@ -559,12 +559,11 @@ func runZKShared(ctx context.Context, cfg CandidateConfig, c *candidate, opts []
 		return fmt.Errorf("zk at %s: %w", strings.Join(cfg.Endpoints, ","), err)
 	}
 	defer conn.Close()
-	// zk.New needs a TTL no longer than the session timeout the server
-	// granted (servers clamp it to 2–20 ticks), as zk.Dial does itself.
-	ttl := cfg.TTL
+	// zk.New takes the session timeout the server granted (servers clamp
+	// it to 2–20 ticks) as the TTL, and refuses another one.
+	var ttl time.Duration
 	select {
-	case g := <-granted:
-		ttl = min(ttl, g)
+	case ttl = <-granted:
 	case <-ctx.Done():
 		return nil
 	}
