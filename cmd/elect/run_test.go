@@ -480,7 +480,7 @@ func TestRunEnvironment(t *testing.T) {
 // to campaign again).
 func TestRunInmemSaysNoWaitAfterExit(t *testing.T) {
 	for _, status := range []string{"0", "3"} {
-		code, out, errOut := elect(t, "run", "--backend", "inmem", "--name", "try", "--",
+		code, out, errOut := elect(t, "run", "--backend", "inmem", "--name", "/try", "--",
 			"sh", "-c", `echo "leading with token $ELECTION_TOKEN"; exit `+status)
 		if strconv.Itoa(code) != status || !strings.Contains(out, "leading with token ") {
 			t.Fatalf("exit %d, stdout %q; want the command's %s; stderr:\n%s", code, out, status, errOut)
