@@ -33,8 +33,9 @@ func init() {
 // Term is valid. When the deadline passes with no newer successful renewal,
 // the Term ends with ErrLeaseExpired; it also ends when the candidate
 // resigns (ErrResigned), closes (ErrClosed), loses its session
-// (ErrSessionLost), is preempted (ErrPreempted), or its before-renewal hook
-// fails (ErrUnhealthy). A Term never becomes valid again.
+// (ErrSessionLost), is preempted (ErrPreempted), hands its leadership on
+// (ErrTransferred), or its before-renewal hook fails (ErrUnhealthy). A Term
+// never becomes valid again.
 //
 // Renewal hooks (WithBeforeRenew, WithAfterRenew) run one at a time, in the
 // order of the attempts, on a goroutine of the Term's lease clock, never on
