@@ -93,7 +93,8 @@
 // a renewal without a reply in time breaks the stream, and the next one
 // opens another, perhaps to another member); while
 // leading, each goes through the renewal hooks and the lease clock. A
-// failed renewal is retried every 50 ms until the deadline ends the Term
+// failed renewal is retried after a pause that grows from 50 ms to a
+// quarter of the renewal interval, with jitter, until the deadline ends the Term
 // (ErrLeaseExpired); a lease etcd no longer knows ends it at once
 // (ErrSessionLost), as does the client being closed. etcd deletes the
 // keys no earlier than TTL after it received the last renewal, which is
@@ -123,6 +124,24 @@
 // shared Session: each candidacy takes a lease of its own, so that a lost
 // lease ends one candidacy and the next Campaign starts afresh.
 //
+// # Many Campaigns at once
+//
+// A service with a leader per shard may start every shard's Campaign at
+// once, on every process at once: a fleet's restart. The requests a
+// candidacy makes to queue and to lead (a lease of its own, the arrival
+// read, the queue key's create, the reads of the queue, the claims of the
+// leader key, the releases) go through one limiter per client, which lets
+// 16 of them be in flight at once and queues the rest, first come first
+// served, those on a handover's path (a waiter's reads and claims, a
+// release) ahead of new arrivals. Without it the requests of thousands of
+// Campaigns pile up in the member faster than it applies them, every
+// Session's renewals wait behind them (etcd v3.6 answers a renewal only
+// once it has applied what it committed), and the leases lapse under load
+// the member would have served in turn. Renewals and watches do not wait
+// in the limiter. A create that finds its Session's lease gone ends the
+// Session (ErrSessionLost) instead of retrying; one that finds its own
+// lease gone starts again with a new one.
+//
 // # Resign, Close and errors
 //
 // Resign ends the Term before any I/O, stops the renewals and deletes the
@@ -147,9 +166,12 @@
 // Unauthenticated, InvalidArgument) is final — Campaign returns it wrapped
 // with the election's name, and a candidacy that meets one ends with
 // ErrSessionLost carrying it — and everything else (a lost connection, a
-// member without a Raft leader, a timeout) is retried every 50 ms and logged
-// at most once per 5 s per candidacy, with the number of lines left out, so
-// a retry is never silent.
+// member without a Raft leader, a timeout) is retried after a pause that
+// grows from 50 ms to 2 s, drawn at random within ±50% so that candidacies
+// that failed together do not retry together, and reset once a request
+// works; it is logged at most once per 5 s per candidacy, with the number
+// of lines left out, so a retry is never silent. A watch that breaks is
+// opened again after the same pauses.
 //
 // An invalid (stale) auth token is retried, not final. A client with a
 // user name and password logs in again (a bcrypt check and a Raft write)

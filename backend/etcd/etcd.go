@@ -238,12 +238,36 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	return nil, err
 }
 
-// start queues the candidate: a lease (its own, or the shared session's),
+// errLeaseLapsed: a candidacy's own lease was gone when its queue key was
+// created (etcd let it lapse: a renewal came too late); the candidacy
+// starts again with a new one.
+var errLeaseLapsed = errors.New("etcd election: the candidacy's lease lapsed before its key was created")
+
+// start queues the candidate (queue), again with a new lease if its own
+// lapsed before its key was created, after a pause that grows with each
+// try.
+func (e *Elector) start(ctx context.Context) (*candidacy, error) {
+	b := retryBackoff(maxRetryWait)
+	for {
+		c, err := e.queue(ctx, b)
+		if !errors.Is(err, errLeaseLapsed) {
+			return c, err
+		}
+		e.retryLog(nil, "creating the queue key", err)
+		if err := (skeleton.Waiting{Closing: e.closing}).Pause(ctx, b.NextBackOff()); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// queue queues the candidate: a lease (its own, or the shared session's),
 // then, in one transaction, its queue key and the first look at the queue
 // around it; then it starts the candidacy's goroutine (follow.go). Errors
-// that may pass are retried until ctx ends; on a final one, or ctx's end,
-// it releases what it made.
-func (e *Elector) start(ctx context.Context) (*candidacy, error) {
+// that may pass are retried, after the pauses of b, until ctx ends; on a
+// final one, or ctx's end, it releases what it made. A shared session
+// whose lease etcd no longer knows ends (ErrSessionLost); an own lease
+// that lapsed ends the try with errLeaseLapsed.
+func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, error) {
 	if e.cli.Ctx().Err() != nil {
 		return nil, e.storeErr(ctx, "granting a lease", e.cli.Ctx().Err())
 	}
@@ -258,7 +282,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 			return e.storeErr(ctx, what, err)
 		}
 		e.retryLog(nil, what, err)
-		if err := (skeleton.Waiting{Closing: e.closing}).Pause(ctx, retryDelay); err != nil {
+		if err := (skeleton.Waiting{Closing: e.closing}).Pause(ctx, b.NextBackOff()); err != nil {
 			return err
 		}
 		return nil
@@ -267,7 +291,11 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	// before this read began sorts ahead), read with whether a leader key
 	// exists. With a private lease the read runs beside the grant.
 	readArrival := func() (int64, bool, error) {
-		resp, err := e.cli.Get(ctx, e.lay.leader, clientv3.WithCountOnly())
+		var resp *clientv3.GetResponse
+		err := e.limited(ctx, false, func() (err error) {
+			resp, err = e.cli.Get(ctx, e.lay.leader, clientv3.WithCountOnly())
+			return err
+		})
 		if err != nil {
 			return 0, false, err
 		}
@@ -323,6 +351,9 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 		c.halt()
 		return nil, err
 	}
+	// The candidacy's end (its session lost, Close) ends the create and
+	// its wait for a slot of the limiter.
+	defer context.AfterFunc(c.ctx, cancel)()
 	// The create reads the first window above the key only: in a queue
 	// filling up it holds the key just ahead; otherwise the candidacy's
 	// goroutine reads on (a read-only look) rather than carry every
@@ -368,11 +399,10 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	var v *view
 	token := int64(0)
 	for {
-		resp, err := e.cli.Txn(ctx).
+		resp, err := e.commit(ctx, false, e.cli.Txn(ctx).
 			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "<", seq+1)).
 			Then(then...).
-			Else(near...).
-			Commit()
+			Else(near...))
 		if err == nil && resp.Succeeded {
 			c.rev = resp.Header.Revision
 			v = e.nearView(resp.Header.Revision, resp.Responses[1:], from)
@@ -406,11 +436,32 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 				break
 			}
 		}
-		if err := retry("creating key "+c.key, err); err != nil {
+		lapsed := errors.Is(err, rpctypes.ErrLeaseNotFound)
+		if lapsed && !s.private {
+			// etcd no longer knows the session's lease: every candidacy
+			// on it is lost, not only this one.
+			s.end(fmt.Errorf("%w: etcd session lease %016x expired or was revoked", election.ErrSessionLost, uint64(s.lease)))
+		}
+		if lapsed && s.private {
+			err = fmt.Errorf("%w: %w", errLeaseLapsed, err)
+		} else {
+			err = retry("creating key "+c.key, err)
+		}
+		if err != nil {
 			c.halt()
 			e.releaseLater(c, true) // the create may have been applied and its reply lost
-			if e.sess != nil && s.Err() != nil {
+			switch {
+			case e.isClosed():
+				return nil, election.ErrClosed
+			case lapsed && s.private:
+				return nil, err
+			case e.sess != nil && s.Err() != nil:
 				return nil, s.ended()
+			}
+			select {
+			case <-c.lost:
+				return nil, c.lostErr
+			default:
 			}
 			return nil, err
 		}
@@ -609,7 +660,7 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 		delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
 		// A hand-over to c that c did not take goes with it.
 		delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer)}, nil)
-		_, err = e.cli.Txn(ctx).If(lcmp).Then(clientv3.OpDelete(e.lay.leader), delQ, delT).Else(delQ, delT).Commit()
+		_, err = e.commit(ctx, true, e.cli.Txn(ctx).If(lcmp).Then(clientv3.OpDelete(e.lay.leader), delQ, delT).Else(delQ, delT))
 		if err == nil {
 			e.mu.Lock()
 			c.keyGone = true
@@ -618,7 +669,10 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 	}
 	if err == nil && lease {
 		what = fmt.Sprintf("revoking lease %016x of key %s", uint64(c.s.lease), c.key)
-		_, err = e.cli.Revoke(ctx, c.s.lease)
+		err = e.limited(ctx, true, func() error {
+			_, err := e.cli.Revoke(ctx, c.s.lease)
+			return err
+		})
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			err = nil
 		}

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
@@ -166,7 +168,7 @@ func (e *Elector) look(ctx context.Context, c *candidacy, from string, floor int
 			e.reads.Add(1)
 		}
 		lagged = false
-		resp, err := e.cli.Txn(ctx).Then(e.lookOps(c, from, floor > 0)...).Commit()
+		resp, err := e.commit(ctx, true, e.cli.Txn(ctx).Then(e.lookOps(c, from, floor > 0)...))
 		if err != nil {
 			return nil, err
 		}
@@ -232,6 +234,9 @@ type follower struct {
 	// touched: c's own key was put again with its value and lease kept —
 	// a leader handing over to c touches it so that c's watch wakes it.
 	touched bool
+	// retry: the pauses before trying again after a failed request or a
+	// broken watch; reset once a request or watch works.
+	retry *backoff.ExponentialBackOff
 }
 
 // follow runs candidacy c from its first view until it ends: waiting,
@@ -242,7 +247,7 @@ type follower struct {
 // counting from sent.
 func (e *Elector) follow(c *candidacy, v *view, token int64, sent time.Time) {
 	defer e.wg.Done()
-	f := &follower{e: e, c: c, from: after(c.key), warned: map[string]bool{}}
+	f := &follower{e: e, c: c, from: after(c.key), warned: map[string]bool{}, retry: retryBackoff(maxRetryWait)}
 	if v == nil {
 		f.floor = c.rev // a serializable read that has seen c's key will do
 	}
@@ -297,6 +302,9 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 			}
 			claim, handoff = false, false
 			nv, token, sent, err := try()
+			if err == nil {
+				f.retry.Reset()
+			}
 			switch {
 			case err != nil:
 				if f.failed("creating the leader key", err) {
@@ -317,6 +325,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 				}
 				continue
 			}
+			f.retry.Reset()
 			v = nv
 		}
 		if err := e.checkOwn(c, v.own); err != nil {
@@ -435,7 +444,11 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 		case wr, ok := <-f.w.ch:
 			if !ok || wr.Err() != nil || wr.Canceled {
 				f.closeWatch()
-				f.e.pause(f.c.ctx, f.c, 0) //nolint:errcheck // the loop checks the candidacy
+				// The queue is read again, and the watch opened again,
+				// after a pause: a watch that breaks as it opens (no
+				// leader in the cluster, a member going away) must not
+				// make every waiter read the queue as fast as it can.
+				f.e.pause(f.c.ctx, f.c, f.retry.NextBackOff()) //nolint:errcheck // the loop checks the candidacy
 				return false, nil
 			}
 			if wr.Created {
@@ -528,11 +541,10 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		// Compare reads every key of its range: cheap while empty), and
 		// the Else reads only the first window (a write carries every
 		// branch, and etcd logs slow ones whole).
-		resp, err := e.cli.Txn(c.ctx).
+		resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
 			If(append(ownCmps, emptyIn(f.from, e.lay.queueEnd))...).
 			Then(put).
-			Else(e.nearOps(c, f.from)...).
-			Commit()
+			Else(e.nearOps(c, f.from)...))
 		if err != nil {
 			return nil, 0, sent, err
 		}
@@ -548,11 +560,10 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		func(lo, hi string) []clientv3.Op {
 			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(2))}
 		})
-	resp, err := e.cli.Txn(c.ctx).
+	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
 		If(ownCmps...).
 		Then(nothingAbove).
-		Else(e.nearOps(c, f.from)...).
-		Commit()
+		Else(e.nearOps(c, f.from)...))
 	if err != nil {
 		return nil, 0, sent, err
 	}
@@ -623,9 +634,9 @@ func (f *follower) deleteUnleasedLeader(kv *mvccpb.KeyValue) {
 func (f *follower) deleteUnleased(key string, kv *mvccpb.KeyValue, what string) {
 	e := f.e
 	e.log.Warn("etcd election: deleting "+what+" without a lease; this package never writes one", "key", string(kv.Key), "mod_revision", kv.ModRevision)
-	_, err := e.cli.Txn(f.c.ctx).
+	_, err := e.commit(f.c.ctx, true, e.cli.Txn(f.c.ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision), clientv3.Compare(clientv3.LeaseValue(key), "=", 0)).
-		Then(clientv3.OpDelete(key)).Commit()
+		Then(clientv3.OpDelete(key)))
 	if err != nil {
 		f.failed("deleting "+what+" without a lease", err)
 	}
@@ -646,8 +657,15 @@ func (f *follower) failed(what string, err error) bool {
 		e.lose(c, e.finalErr(what+" for "+c.key, err))
 		return true
 	}
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// etcd no longer knows the lease: the session, and every
+		// candidacy on it, is lost.
+		c.s.end(fmt.Errorf("%w: etcd session lease %016x expired or was revoked", election.ErrSessionLost, uint64(c.s.lease)))
+		e.lose(c, fmt.Errorf("%w: etcd election %s: %s for %s: lease %016x expired or was revoked", election.ErrSessionLost, e.name, what, c.key, uint64(c.s.lease)))
+		return true
+	}
 	e.retryLog(c, what, err)
-	return e.pause(c.ctx, c, retryDelay) != nil
+	return e.pause(c.ctx, c, f.retry.NextBackOff()) != nil
 }
 
 func (f *follower) warn(kv *mvccpb.KeyValue, msg string) {
@@ -734,7 +752,7 @@ func (f *follower) guard(token int64) {
 				if err := wr.Err(); err != nil && c.ctx.Err() == nil {
 					e.retryLog(c, "watching the leader key", err)
 				}
-				if e.pause(c.ctx, c, retryDelay) != nil {
+				if e.pause(c.ctx, c, f.retry.NextBackOff()) != nil {
 					return
 				}
 				continue
@@ -742,6 +760,7 @@ func (f *follower) guard(token int64) {
 			if wr.Created {
 				f.w.created = true
 				c.watched.Store(true)
+				f.retry.Reset()
 			}
 			for _, ev := range wr.Events {
 				if ev.Kv.ModRevision <= seen {
@@ -793,7 +812,7 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 			// The candidates above c, of higher priority (preemption).
 			ops = append(ops, clientv3.OpGet(after(c.key), clientv3.WithRange(e.lay.queueEnd)))
 		}
-		resp, err := e.cli.Txn(c.ctx).Then(ops...).Commit()
+		resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).Then(ops...))
 		if err != nil {
 			if f.failed("checking the leader key", err) {
 				return 0, false
@@ -931,6 +950,9 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 	defer e.wg.Done()
 	defer e.forget(c)
 	t := lc.Term()
+	// Retries of a failed renewal come fast (the Term's deadline runs),
+	// but not together with every other leader's on the session.
+	b := retryBackoff(c.s.interval / 4)
 	for {
 		select {
 		case <-c.stop:
@@ -952,10 +974,11 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 			}
 			lc.Renewed(sent, counted)
 			if err == nil || c.s.Err() != nil {
+				b.Reset()
 				break
 			}
 			e.retryLog(c, "renewing the lease", err)
-			if e.pause(t.Context(), c, retryDelay) != nil {
+			if e.pause(t.Context(), c, b.NextBackOff()) != nil {
 				break
 			}
 		}

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -65,13 +66,14 @@ func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
 func (e *Elector) observeLoop() {
 	ctx := e.bg
 	warned := map[int64]bool{}
+	b := retryBackoff(maxRetryWait)
 	for ctx.Err() == nil {
 		resp, err := e.cli.Get(ctx, e.lay.leader)
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("etcd election: observer read failed; retrying", "key", e.lay.leader, "err", err)
 			}
-			clock.Sleep(ctx, retryDelay)
+			clock.Sleep(ctx, b.NextBackOff())
 			continue
 		}
 		var kv *mvccpb.KeyValue
@@ -79,13 +81,19 @@ func (e *Elector) observeLoop() {
 			kv = resp.Kvs[0]
 		}
 		e.publish(kv, warned)
-		e.observeFrom(ctx, resp.Header.Revision+1, warned)
+		began := time.Now()
+		if e.observeFrom(ctx, resp.Header.Revision+1, warned) || time.Since(began) >= maxRetryWait {
+			b.Reset()
+		}
+		// A watch that breaks at once, again and again, is not read
+		// again at once.
+		clock.Sleep(ctx, b.NextBackOff())
 	}
 }
 
 // observeFrom publishes the leader key's changes from rev on, until the
-// watch breaks.
-func (e *Elector) observeFrom(ctx context.Context, rev int64, warned map[int64]bool) {
+// watch breaks. It reports whether the watch delivered any.
+func (e *Elector) observeFrom(ctx context.Context, rev int64, warned map[int64]bool) (delivered bool) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for wr := range e.cli.Watch(wctx, e.lay.leader, clientv3.WithRev(rev)) {
@@ -102,8 +110,10 @@ func (e *Elector) observeFrom(ctx context.Context, rev int64, warned map[int64]b
 				kv = ev.Kv
 			}
 			e.publish(kv, warned)
+			delivered = true
 		}
 	}
+	return delivered
 }
 
 // publish sets the observed leader from the leader key (nil: absent).

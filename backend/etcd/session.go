@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -49,6 +50,7 @@ type Session struct {
 	private  bool          // one candidacy's: its lease is revoked with the candidacy
 	nonce    atomic.Uint32 // numbers the queue keys written under the lease
 	retries  lograte.Limiter
+	backoff  *backoff.ExponentialBackOff // the pauses before renewing again after a failed renewal (tickNow's alone)
 
 	ctx    context.Context // canceled when the session ends, or its life does
 	cancel context.CancelFunc
@@ -106,13 +108,18 @@ func grantSession(ctx, life context.Context, cli *clientv3.Client, o election.Op
 	s := &Session{cli: cli, o: o, log: o.Logger, ttlSec: int64(math.Ceil(o.TTL.Seconds())), private: private,
 		interval: o.Window() / 3, done: make(chan struct{}), wg: wg, tick: make(chan struct{}), members: map[*candidacy]func(error){}}
 	s.gather = min(s.interval/50, 10*time.Millisecond)
+	s.backoff = retryBackoff(s.interval / 4)
 	gctx, cancel := context.WithCancel(ctx)
 	defer context.AfterFunc(cli.Ctx(), cancel)()
 	defer cancel()
 	for {
 		s.lease = newLeaseID()
 		s.renewed = clock.Now()
-		rev, err := grant(gctx, cli, s.lease, s.ttlSec)
+		var rev int64
+		err := limitedOn(gctx, cli, false, func() (err error) {
+			rev, err = grant(gctx, cli, s.lease, s.ttlSec)
+			return err
+		})
 		if errors.Is(err, rpctypes.ErrLeaseExist) {
 			continue // an ID drawn twice: draw again
 		}
@@ -274,8 +281,9 @@ func (s *Session) tickLater() {
 }
 
 // tickNow wakes the leaders to renew with the session, renews the lease,
-// and arms the next tick, every interval (retryDelay after a failed
-// renewal) until the session ends.
+// and arms the next tick, every interval (sooner after a failed renewal,
+// after a pause that grows from retryDelay, with jitter) until the
+// session ends.
 func (s *Session) tickNow() {
 	s.mu.Lock()
 	if s.err != nil || s.ctx.Err() != nil {
@@ -291,7 +299,9 @@ func (s *Session) tickNow() {
 		if ok {
 			s.log.Warn("etcd election: renewing the session lease failed; retrying", "lease", fmt.Sprintf("%016x", uint64(s.lease)), "err", err, "not_logged_since_last", n)
 		}
-		next = retryDelay
+		next = s.backoff.NextBackOff()
+	} else {
+		s.backoff.Reset()
 	}
 	s.mu.Lock()
 	if s.err != nil || s.ctx.Err() != nil {

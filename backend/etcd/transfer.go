@@ -262,14 +262,13 @@ func (f *follower) claimHandoff() (*view, int64, time.Time, error) {
 	if err != nil {
 		return nil, 0, time.Time{}, err
 	}
-	resp, err := e.cli.Txn(c.ctx).If(
+	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
 		clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key),
 	).Then(e.leaderPut(c), clientv3.OpDelete(e.lay.transfer)).
-		Else(e.nearOps(c, f.from)...).
-		Commit()
+		Else(e.nearOps(c, f.from)...))
 	if err != nil {
 		return nil, 0, sent, err
 	}
@@ -289,7 +288,7 @@ func (f *follower) dropStaleTransfer(kv *mvccpb.KeyValue) bool {
 	if named := string(kv.Value); strings.HasPrefix(named, e.lay.queue) {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(named), "=", 0))
 	}
-	resp, err := e.cli.Txn(c.ctx).If(cmps...).Then(clientv3.OpDelete(e.lay.transfer)).Commit()
+	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).If(cmps...).Then(clientv3.OpDelete(e.lay.transfer)))
 	if err != nil {
 		f.failed("deleting a stale hand-over key", err)
 		return false
