@@ -18,7 +18,12 @@
 // Electors of zk.New —; the others hold a lease or a connection each. So
 // every fault meets both: a revoked or expired session ends both of its
 // candidacies (etcd: the process opens a new Session; ZooKeeper: the
-// client opens a new session). Each candidate has a
+// client opens a new session). One in two of those (c2, c6, …: Sharded)
+// is shard-heavy: Config.Shards side elections on its one session, all
+// campaigned at once when it starts and on each new session, the same
+// elections for each such candidate; after the quiet period every one
+// must be led by a shard-heavy candidate that still runs, and each must
+// exit cleanly when it stops (NameShards). Each candidate has a
 // priority drawn from the seed (0 or 1 at first, up to the highest a
 // preempt fault gave later), and every store candidate is made
 // WithPreemption: a candidate above the leader takes over after the
@@ -183,13 +188,13 @@ type Config struct {
 	// must fail.
 	Skew float64
 	// Shards is how many side elections a shard-heavy candidate (Sharded:
-	// c2, c6, …; etcd only) holds on its one Session beside the checked
-	// election, all campaigned at once on each Session it opens; 0 means
-	// DefaultShards, -1 none (it holds the one side election, as the other
-	// candidates on a session do). After the quiet period, every one of
-	// them must have a live shard-heavy candidate as its leader, and each
-	// such candidate must close all its Electors when it stops
-	// (NameShards).
+	// c2, c6, …) holds on its one session (an etcd.Session; one ZooKeeper
+	// connection) beside the checked election, all campaigned at once on
+	// each session it opens; 0 means DefaultShards, -1 none (it holds the
+	// one side election, as the other candidates on a session do). After
+	// the quiet period, every one of them must have a live shard-heavy
+	// candidate as its leader, and each such candidate must close all its
+	// Electors when it stops (NameShards).
 	Shards int
 	// VisPath is where a failing run writes porcupine's visualization of
 	// the register's history (with the Terms and faults); none when empty.
@@ -429,7 +434,7 @@ func (r *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
 		r.st = s
 	}
 	defer r.st.close()
-	if r.cfg.Backend == "etcd" && r.cfg.Shards > 0 {
+	if r.cfg.Shards > 0 {
 		r.shards = &shardCheck{}
 	}
 	defer func() {
