@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +50,14 @@ type CandidateConfig struct {
 	// session carries both; the client makes a new session after one
 	// expires, and both campaign again on it.
 	Session bool
+	// Shards, with Session: the candidate campaigns in Shards side
+	// elections (ShardName(Name, i) for i below Shards) instead of the
+	// one, all at once on each session it opens — a process of a service
+	// with a leader per shard. Every candidate with Shards campaigns in
+	// the same elections. 0: the one side election. elect
+	// nemesis-candidate has no flag for it: RunCandidate takes it from
+	// the environment (EnvShards) when it is 0.
+	Shards int
 	// Priority and Preempt are the candidate's WithPriority and
 	// WithPreemption.
 	Priority int64
@@ -65,6 +74,77 @@ type CandidateConfig struct {
 
 // SideSuffix names the second election of a candidate on a session.
 const SideSuffix = "-side"
+
+// ShardSuffix names the side elections of a candidate with
+// CandidateConfig.Shards: NAME-shard/000, NAME-shard/001, …
+const ShardSuffix = "-shard"
+
+// ShardName is the name of the side election i of a candidate with
+// CandidateConfig.Shards whose election is name.
+func ShardName(name string, i int) string { return fmt.Sprintf("%s%s/%03d", name, ShardSuffix, i) }
+
+// EnvShards passes a candidate process its CandidateConfig.Shards.
+const EnvShards = "ELECT_NEMESIS_SHARDS"
+
+// MaxShards bounds CandidateConfig.Shards and Config.Shards.
+const MaxShards = 1000
+
+// CloseBound is how long a candidate on a session waits for Close of all
+// its Electors (each resigns within one lease window, at once): past it,
+// the candidate gives up on them and exits with an error.
+func CloseBound(ttl time.Duration) time.Duration { return 2*ttl + 5*time.Second }
+
+// sideNames returns the side elections of a candidate on a session.
+func sideNames(cfg CandidateConfig) []string {
+	if cfg.Shards <= 0 {
+		return []string{cfg.Name + SideSuffix}
+	}
+	names := make([]string, cfg.Shards)
+	for i := range names {
+		names[i] = ShardName(cfg.Name, i)
+	}
+	return names
+}
+
+// closeAll closes es at once and waits for all of them, at most bound.
+func closeAll(es []election.Elector, bound time.Duration) error {
+	errs := make([]error, len(es))
+	var wg sync.WaitGroup
+	for i, e := range es {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = e.Close()
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return errors.Join(errs...)
+	case <-time.After(bound):
+		return fmt.Errorf("closing %d elections on one session: not all returned within %v", len(es), bound)
+	}
+}
+
+// runSides campaigns (election.Run) in each of the side elections until
+// ctx ends, and returns what waits for every Run to return. Nothing is
+// checked of them in the process: the harness asks the store who leads
+// them (run.checkShards).
+func runSides(ctx context.Context, sides []election.Elector, log io.Writer) (wait func()) {
+	var wg sync.WaitGroup
+	for _, side := range sides {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = election.Run(ctx, side, election.Callbacks{OnError: func(err error) { fmt.Fprintf(log, "side campaign: %v\n", err) }})
+		}()
+	}
+	return wg.Wait
+}
 
 // sink is where a candidate sends its writes and reports: the register's
 // network client for a process, the register itself in process.
@@ -403,6 +483,18 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 	if len(cfg.Endpoints) == 0 {
 		return &election.OptionError{Field: "endpoints", Value: "[]", Reason: "at least one store address is required"}
 	}
+	if cfg.Shards == 0 {
+		if v := os.Getenv(EnvShards); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return &election.OptionError{Field: "shards", Value: fmt.Sprintf("%q", v), Reason: "must be a number"}
+			}
+			cfg.Shards = n
+		}
+	}
+	if cfg.Shards < 0 || cfg.Shards > MaxShards {
+		return &election.OptionError{Field: "shards", Value: fmt.Sprint(cfg.Shards), Reason: fmt.Sprintf("must be between 0 and %d", MaxShards)}
+	}
 	pid := os.Getpid()
 	c := newCandidate(cfg.ID, pid, cfg.Work, remoteSink{nemesis.DialRegister(cfg.Register, cfg.ID, pid)})
 	defer c.rep.flush(10 * time.Second)
@@ -509,8 +601,9 @@ func runOnSessions(ctx context.Context, cli *clientv3.Client, cfg CandidateConfi
 	return nil
 }
 
-// runOnSession runs the candidate and its side candidate on s until ctx
-// ends or s does.
+// runOnSession runs the candidate and its side candidates on s until ctx
+// ends or s does: all of them start at once, as a sharded service's
+// process starts its shards.
 func runOnSession(ctx context.Context, s *etcd.Session, cfg CandidateConfig, c *candidate, opts []election.Option) error {
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -525,23 +618,21 @@ func runOnSession(ctx context.Context, s *etcd.Session, cfg CandidateConfig, c *
 	if err != nil {
 		return err
 	}
-	side, err := etcd.NewWithSession(s, cfg.Name+SideSuffix, election.WithID(cfg.ID))
-	if err != nil {
-		e.Close()
-		return err
+	all := []election.Elector{e}
+	for _, name := range sideNames(cfg) {
+		side, err := etcd.NewWithSession(s, name, election.WithID(cfg.ID))
+		if err != nil {
+			return errors.Join(err, closeAll(all, CloseBound(cfg.TTL)))
+		}
+		all = append(all, side)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the side election: campaigns while the session lasts; nothing is checked of it
-		defer wg.Done()
-		_ = election.Run(sctx, side, election.Callbacks{OnError: func(err error) { fmt.Fprintf(cfg.Log, "side campaign: %v\n", err) }})
-	}()
+	wait := runSides(sctx, all[1:], cfg.Log)
 	cb := c.callbacks()
 	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
 	err = election.Run(sctx, e, cb)
 	cancel()
-	wg.Wait()
-	cerr := errors.Join(e.Close(), side.Close())
+	wait()
+	cerr := closeAll(all, CloseBound(cfg.TTL))
 	c.unpaired()
 	if errors.Is(err, context.Canceled) {
 		err = nil
@@ -549,8 +640,8 @@ func runOnSession(ctx context.Context, s *etcd.Session, cfg CandidateConfig, c *
 	return errors.Join(err, cerr)
 }
 
-// runZKShared campaigns (election.Run) with a candidate of the side
-// election beside it on one ZooKeeper connection, so one session, until
+// runZKShared campaigns (election.Run) with candidates of the side
+// elections beside it on one ZooKeeper connection, so one session, until
 // ctx ends.
 func runZKShared(ctx context.Context, cfg CandidateConfig, c *candidate, opts []election.Option) error {
 	granted := make(chan time.Duration, 1)
@@ -572,22 +663,20 @@ func runZKShared(ctx context.Context, cfg CandidateConfig, c *candidate, opts []
 	if err != nil {
 		return err
 	}
-	side, err := zk.New(conn, cfg.Name+SideSuffix, election.WithID(cfg.ID), election.WithTTL(ttl))
-	if err != nil {
-		e.Close()
-		return err
+	all := []election.Elector{e}
+	for _, name := range sideNames(cfg) {
+		side, err := zk.New(conn, name, election.WithID(cfg.ID), election.WithTTL(ttl))
+		if err != nil {
+			return errors.Join(err, closeAll(all, CloseBound(ttl)))
+		}
+		all = append(all, side)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // the side election: nothing is checked of it
-		defer wg.Done()
-		_ = election.Run(ctx, side, election.Callbacks{OnError: func(err error) { fmt.Fprintf(cfg.Log, "side campaign: %v\n", err) }})
-	}()
+	wait := runSides(ctx, all[1:], cfg.Log)
 	cb := c.callbacks()
 	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
 	err = election.Run(ctx, e, cb)
-	wg.Wait()
-	cerr := errors.Join(e.Close(), side.Close())
+	wait()
+	cerr := closeAll(all, CloseBound(ttl))
 	c.unpaired()
 	if errors.Is(err, context.Canceled) {
 		err = nil

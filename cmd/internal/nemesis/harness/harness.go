@@ -18,7 +18,12 @@
 // Electors of zk.New —; the others hold a lease or a connection each. So
 // every fault meets both: a revoked or expired session ends both of its
 // candidacies (etcd: the process opens a new Session; ZooKeeper: the
-// client opens a new session). Each candidate has a
+// client opens a new session). One in two of those (c2, c6, …: Sharded)
+// is shard-heavy: Config.Shards side elections on its one session, all
+// campaigned at once when it starts and on each new session, the same
+// elections for each such candidate; after the quiet period every one
+// must be led by a shard-heavy candidate that still runs, and each must
+// exit cleanly when it stops (NameShards). Each candidate has a
 // priority drawn from the seed (0 or 1 at first, up to the highest a
 // preempt fault gave later), and every store candidate is made
 // WithPreemption: a candidate above the leader takes over after the
@@ -132,6 +137,7 @@ const (
 	DefaultTTL        = 2 * time.Second
 	DefaultDuration   = 30 * time.Second
 	DefaultOverlap    = 3
+	DefaultShards     = 50
 )
 
 // Config is one run.
@@ -181,6 +187,15 @@ type Config struct {
 	// Skew at or above ρ is a negative control: with a small Margin, P3
 	// must fail.
 	Skew float64
+	// Shards is how many side elections a shard-heavy candidate (Sharded:
+	// c2, c6, …) holds on its one session (an etcd.Session; one ZooKeeper
+	// connection) beside the checked election, all campaigned at once on
+	// each session it opens; 0 means DefaultShards, -1 none (it holds the
+	// one side election, as the other candidates on a session do). After
+	// the quiet period, every one of them must have a live shard-heavy
+	// candidate as its leader, and each such candidate must close all its
+	// Electors when it stops (NameShards).
+	Shards int
 	// VisPath is where a failing run writes porcupine's visualization of
 	// the register's history (with the Terms and faults); none when empty.
 	VisPath string
@@ -277,6 +292,12 @@ func (c *Config) normalize() error {
 	if math.IsNaN(c.Skew) || c.Skew < 0 || c.Skew > 1 {
 		return bad("Skew", fmt.Sprint(c.Skew), "must be between 0 (drawn below Drift) and 1")
 	}
+	if c.Shards == 0 {
+		c.Shards = DefaultShards
+	}
+	if c.Shards < -1 || c.Shards > MaxShards {
+		return bad("Shards", fmt.Sprint(c.Shards), fmt.Sprintf("must be between -1 (none) and %d", MaxShards))
+	}
 	if c.Backend != "inmem" && c.Bin == "" {
 		return bad("Bin", `""`, "the elect binary is required to run "+c.Backend+" candidates")
 	}
@@ -316,6 +337,8 @@ type run struct {
 	mu     sync.Mutex
 	faults []nemesis.Fault
 	killed map[string]int64
+
+	shards *shardCheck // the shard-heavy candidates' side elections; nil when none run
 }
 
 func (r *run) logf(format string, args ...any) {
@@ -380,6 +403,9 @@ func Run(ctx context.Context, cfg Config) (*nemesis.History, nemesis.Report, err
 		return hist, nemesis.Report{}, err
 	}
 	rep := nemesis.Check(hist, nemesis.CheckOptions{FailoverBound: FailoverBound(cfg.TTL), OperatorGrace: OperatorGrace})
+	if r.shards != nil {
+		rep.Verdicts = append(rep.Verdicts, r.shards.verdict())
+	}
 	if !rep.OK() && cfg.VisPath != "" {
 		// The visualization is for failing runs: check again, drawing it.
 		for i, v := range rep.Verdicts {
@@ -408,6 +434,9 @@ func (r *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
 		r.st = s
 	}
 	defer r.st.close()
+	if r.cfg.Shards > 0 {
+		r.shards = &shardCheck{}
+	}
 	defer func() {
 		// Every candidate goes, however the run ends.
 		for _, p := range r.procs {
@@ -428,9 +457,15 @@ func (r *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
 		return err
 	}
 	r.quiet(ctx)
+	if r.shards != nil {
+		r.checkShards(ctx)
+	}
 	// Graceful stop: each resigns and sends what it has left to report.
 	for _, p := range r.procs {
-		p.stop(15 * time.Second)
+		err := p.stop(max(15*time.Second, CloseBound(r.cfg.TTL)+5*time.Second))
+		if r.shards != nil && r.sharded(p.id) {
+			r.shards.stopped(p.id, err)
+		}
 	}
 	r.procs = nil
 	return ctx.Err()
@@ -481,6 +516,9 @@ func (r *run) replaceExited() {
 		}
 		r.logf("candidate %s (pid %d) exited on its own (%v): see %s", p.id, p.pid(), p.cmd.ProcessState,
 			filepath.Join(r.dir, "candidate-"+p.id+".log"))
+		if r.shards != nil && r.sharded(p.id) {
+			r.shards.stopped(p.id, fmt.Errorf("exited on its own (%v)", p.cmd.ProcessState))
+		}
 		p.closeProxies()
 		r.drop(p)
 		if q, err := r.spawn(); err == nil {

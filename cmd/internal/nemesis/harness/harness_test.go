@@ -105,6 +105,13 @@ func (w logWriter) Write(b []byte) (int, error) {
 // writes.
 func checkMix(t *testing.T, cfg harness.Config, minKinds int) *nemesis.History {
 	t.Helper()
+	hist, _ := checkMixReport(t, cfg, minKinds)
+	return hist
+}
+
+// checkMixReport is checkMix that returns the report too.
+func checkMixReport(t *testing.T, cfg harness.Config, minKinds int) (*nemesis.History, nemesis.Report) {
+	t.Helper()
 	hist, rep := runMix(t, cfg)
 	if !rep.OK() {
 		t.Errorf("backend %s, seed %d: a checker failed:\n%s", cfg.Backend, cfg.Seed, rep.String())
@@ -134,7 +141,7 @@ func checkMix(t *testing.T, cfg harness.Config, minKinds int) *nemesis.History {
 	if accepted == 0 {
 		t.Errorf("no write accepted out of %d", len(hist.Writes))
 	}
-	return hist
+	return hist, rep
 }
 
 // mixDuration is how long faults run: shorter with -short.
@@ -154,16 +161,35 @@ func minKinds(full, short int) int {
 
 // The candidates on a shared session (harness.OnSession: an etcd.Session,
 // or one ZooKeeper connection, carrying a side election too) lead in the
-// mix as well as those with a lease or connection each.
+// mix as well as those with a lease or connection each. A shard-heavy
+// candidate (harness.Sharded: c2, the first leader, from the start) holds
+// 50 side elections on its session through the faults: after them, each
+// must be led by a live one, and each must close all its Electors when it
+// stops.
 func TestNemesisEtcd(t *testing.T) {
-	hist := checkMix(t, harness.Config{Backend: "etcd", Seed: 42, Gap: time.Second, Duration: mixDuration(25*time.Second, 15*time.Second)}, minKinds(5, 2))
+	cfg := harness.Config{Backend: "etcd", Seed: 42, Gap: time.Second, Duration: mixDuration(25*time.Second, 15*time.Second)}
+	hist, rep := checkMixReport(t, cfg, minKinds(5, 2))
 	checkShared(t, hist)
+	checkShards(t, rep)
 }
 
 func TestNemesisZK(t *testing.T) {
 	zktest.Require(t)
-	hist := checkMix(t, harness.Config{Backend: "zk", Seed: 42, Gap: time.Second, Duration: mixDuration(30*time.Second, 15*time.Second)}, minKinds(5, 2))
+	hist, rep := checkMixReport(t, harness.Config{Backend: "zk", Seed: 42, Gap: time.Second, Duration: mixDuration(30*time.Second, 15*time.Second)}, minKinds(5, 2))
 	checkShared(t, hist)
+	checkShards(t, rep)
+}
+
+// checkShards asserts that the run looked at the shard-heavy candidates'
+// side elections (checkMix asserts the verdict OK).
+func checkShards(t *testing.T, rep nemesis.Report) {
+	t.Helper()
+	switch v, ok := verdictOf(rep, harness.NameShards); {
+	case !ok:
+		t.Errorf("no %q verdict:\n%s", harness.NameShards, rep.String())
+	case strings.Contains(v.Detail, "not looked at"):
+		t.Errorf("the side elections' leaders were not looked at: %s", v.Detail)
+	}
 }
 
 // checkShared asserts that candidates on a shared session and candidates
@@ -361,6 +387,8 @@ func TestConfigRefused(t *testing.T) {
 		{Backend: "inmem", Rate: 60},
 		{Backend: "etcd", Bin: "elect", Rate: -1},
 		{Backend: "etcd", Bin: "elect", Rate: 60, Overlap: 11},
+		{Backend: "etcd", Bin: "elect", Shards: -2},
+		{Backend: "etcd", Bin: "elect", Shards: harness.MaxShards + 1},
 	} {
 		_, _, err := harness.Run(t.Context(), cfg)
 		if !errors.Is(err, election.ErrInvalidOption) {

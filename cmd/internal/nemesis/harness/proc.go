@@ -80,7 +80,10 @@ func (r *run) startProc(id string, priority int64) (*proc, error) {
 		cmd.Args = append(cmd.Args, "--margin", r.cfg.Margin.String())
 	}
 	if user, pw := r.st.credentials(); user != "" {
-		cmd.Env = append(os.Environ(), EnvUser+"="+user, EnvPassword+"="+pw)
+		cmd.Env = append(cmd.Environ(), EnvUser+"="+user, EnvPassword+"="+pw)
+	}
+	if r.sharded(id) { // on a session too (OnSession)
+		cmd.Env = append(cmd.Environ(), fmt.Sprintf("%s=%d", EnvShards, r.cfg.Shards))
 	}
 	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
@@ -119,8 +122,9 @@ func (p *proc) signal(sig syscall.Signal) error {
 }
 
 // stop asks the process to end (SIGTERM, after SIGCONT if it is paused),
-// waits up to grace, then kills it.
-func (p *proc) stop(grace time.Duration) {
+// waits up to grace, then kills it. The error says how it ended when that
+// was not a clean exit within grace.
+func (p *proc) stop(grace time.Duration) error {
 	p.mu.Lock()
 	paused := p.paused
 	p.mu.Unlock()
@@ -128,13 +132,19 @@ func (p *proc) stop(grace time.Duration) {
 		_ = p.signal(syscall.SIGCONT)
 	}
 	_ = p.signal(syscall.SIGTERM)
+	var err error
 	select {
 	case <-p.exited:
+		if st := p.cmd.ProcessState; st != nil && !st.Success() {
+			err = fmt.Errorf("exited with %v", st)
+		}
 	case <-time.After(grace):
 		_ = p.signal(syscall.SIGKILL)
 		<-p.exited
+		err = fmt.Errorf("did not exit within %v of SIGTERM: killed", grace)
 	}
 	p.closeProxies()
+	return err
 }
 
 // setRate runs the library's clock in the process at rate × real time
@@ -178,3 +188,17 @@ func OnSession(id string) bool {
 	_, err := fmt.Sscanf(id, "c%d", &n)
 	return err == nil && n%2 == 0
 }
+
+// Sharded reports whether candidate id of a store run is shard-heavy:
+// every fourth from c2 (c2, c6, …), a candidate on a session (OnSession) that
+// holds Config.Shards side elections on it rather than one. The kind
+// goes with the ID, which the seed's schedule gives, so a seed runs the
+// same kinds of candidates.
+func Sharded(id string) bool {
+	var n int
+	_, err := fmt.Sscanf(id, "c%d", &n)
+	return err == nil && n%4 == 2
+}
+
+// sharded reports whether candidate id runs shard-heavy in this run.
+func (r *run) sharded(id string) bool { return r.shards != nil && Sharded(id) }

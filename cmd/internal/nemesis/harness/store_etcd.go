@@ -48,6 +48,10 @@ type store interface {
 	transfer(ctx context.Context, to string) (election.Leader, error)
 	// peers is the proxies between the store's members.
 	peers() *peerNet
+	// leaders names the leader of each of the elections, as an observer
+	// of each sees it (Elector.Leader); an election whose leader could
+	// not be read is missing, err says why.
+	leaders(ctx context.Context, names []string) (map[string]sideLeader, error)
 	close()
 }
 
@@ -120,9 +124,12 @@ func startEtcd(dir string, auth bool) (*etcdStore, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = embedetcd.AddUser(ctx, setup, candidateUser, candidatePassword, etcdElection+"/")
-	if err == nil { // the side election of the candidates on a Session (CandidateConfig.Session)
-		side := etcdElection + SideSuffix + "/"
-		_, err = setup.RoleGrantPermission(ctx, candidateRole, side, clientv3.GetPrefixRangeEnd(side), clientv3.PermissionType(clientv3.PermReadWrite))
+	// The side elections of the candidates on a Session
+	// (CandidateConfig.Session, CandidateConfig.Shards).
+	for _, side := range []string{etcdElection + SideSuffix + "/", etcdElection + ShardSuffix + "/"} {
+		if err == nil {
+			_, err = setup.RoleGrantPermission(ctx, candidateRole, side, clientv3.GetPrefixRangeEnd(side), clientv3.PermissionType(clientv3.PermReadWrite))
+		}
 	}
 	if err == nil {
 		err = embedetcd.EnableAuth(ctx, setup, rootPassword)
@@ -238,4 +245,21 @@ func (s *etcdStore) transfer(ctx context.Context, to string) (election.Leader, e
 	}
 	defer e.Close()
 	return election.RequestTransfer(ctx, e, to)
+}
+
+func (s *etcdStore) leaders(ctx context.Context, names []string) (map[string]sideLeader, error) {
+	out := map[string]sideLeader{}
+	for _, name := range names {
+		e, err := etcd.New(s.cli, name, election.WithID("nemesis-observer"))
+		if err != nil {
+			return out, err
+		}
+		l, err := e.Leader(ctx)
+		e.Close()
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		out[name] = sideLeader{id: l.ID, err: err}
+	}
+	return out, nil
 }

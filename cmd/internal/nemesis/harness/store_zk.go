@@ -139,3 +139,27 @@ func (s *zkStore) transfer(ctx context.Context, to string) (election.Leader, err
 	defer e.Close()
 	return election.RequestTransfer(ctx, e, to)
 }
+
+// leaders reads each election's leader through one connection of its own,
+// with an Elector of zk.New per election that never campaigns.
+func (s *zkStore) leaders(ctx context.Context, names []string) (map[string]sideLeader, error) {
+	conn, err := zktest.Connect(s.e.Addrs(), 4*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	out := map[string]sideLeader{}
+	for _, name := range names {
+		e, err := zk.New(conn, name, election.WithID("nemesis-observer"))
+		if err != nil {
+			return out, err
+		}
+		l, err := e.Leader(ctx)
+		e.Close()
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		out[name] = sideLeader{id: l.ID, err: err}
+	}
+	return out, nil
+}
