@@ -14,8 +14,11 @@
 // (500 waiting candidates: how many one handover wakes, and the requests it
 // causes, ours against the naive everyone-watches-the-key election), scale
 // (1,000 and 10,000 candidates: registration time, steady request rate,
-// goroutines and heap per idle candidate) and inprocess (backend/inmem
-// handover, the simulator's throughput).
+// goroutines and heap per idle candidate), shards (10,000 elections × 3
+// processes on a Session each, the Campaign calls paced), burst (the same
+// shape with every Campaign call started at once: time until every
+// election leads, the member's requests, memory per election) and
+// inprocess (backend/inmem handover, the simulator's throughput).
 package main
 
 import (
@@ -49,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	scaleNs := fs.String("scale", "", "comma-separated candidate counts for the scale scenario (default: the mode's)")
 	shardsN := fs.Int("shards", 0, "elections in the shards scenario (0: the mode's default, 10000; 20 with -short)")
+	burstN := fs.Int("burst", 0, "elections in the burst scenario (0: the mode's default, 10000; 200 with -short)")
+	burstCap := fs.Duration("burst-cap", 0, "how long the burst scenario waits for every election to lead (0: the mode's default, 150s; 30s with -short)")
 	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the candidates' side; the etcd member runs in a child, see "+servers.PprofEnv+") to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -61,11 +66,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: -shards %d is negative\n", *shardsN)
 		return 2
 	}
+	if *burstN < 0 || *burstCap < 0 {
+		fmt.Fprintf(stderr, "bench: -burst %d or -burst-cap %v is negative\n", *burstN, *burstCap)
+		return 2
+	}
 	if *samples < 0 {
 		fmt.Fprintf(stderr, "bench: -samples %d is negative\n", *samples)
 		return 2
 	}
-	cfg := harness.Config{Short: *short, Samples: *samples, Libs: *libsFlag, Shards: *shardsN, Command: "bench " + strings.Join(args, " ")}
+	cfg := harness.Config{Short: *short, Samples: *samples, Libs: *libsFlag, Shards: *shardsN, Burst: *burstN, BurstCap: *burstCap, Command: "bench " + strings.Join(args, " ")}
 	for _, f := range strings.Split(*scaleNs, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue

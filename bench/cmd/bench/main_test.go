@@ -30,14 +30,17 @@ func TestSmoke(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"-short", "-q", "-out", dir}, &stdout, &stderr); code != 0 {
+	// The burst scenario at 30 elections: its three cases, each on a fresh
+	// member, stay under 20 s with the race detector (the -short default,
+	// 200, takes a minute under it).
+	if code := run([]string{"-short", "-q", "-burst", "30", "-out", dir}, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit %d\nstderr:\n%s\nreport:\n%s", code, stderr.String(), stdout.String())
 	}
 	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []string{"## Targets", "## Handover", "## Transfer and preemption", "## Crash failover", "## Herd", "## Scale", "## In process"} {
+	for _, h := range []string{"## Targets", "## Handover", "## Transfer and preemption", "## Crash failover", "## Herd", "## Scale", "## Burst start", "## In process"} {
 		if !bytes.Contains(md, []byte(h+"\n")) {
 			t.Errorf("report.md has no %q section", h)
 		}
@@ -84,6 +87,14 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("scale %s %s N=%d: %+v", s.Target, s.Lib, s.N, s)
 		}
 	}
+	for _, b := range rep.Burst {
+		if b.Err != "" || b.Led != b.Elections || !b.Measured || b.Requests <= 0 {
+			t.Errorf("burst %s E=%d: %+v", b.Lib, b.Elections, b)
+		}
+	}
+	if len(rep.Burst) != 3 {
+		t.Errorf("%d burst rows, want 3 (backend/etcd with Sessions and with a lease each, concurrency.Election)", len(rep.Burst))
+	}
 	if len(rep.Scale) < 3 || len(rep.InProcess) < 4 || len(rep.Targets) == 0 {
 		t.Errorf("%d scale rows, %d in-process rows, %d targets", len(rep.Scale), len(rep.InProcess), len(rep.Targets))
 	}
@@ -94,7 +105,7 @@ func TestSmoke(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-samples", "-1"}, {"-scenarios", "nope", "-out", t.TempDir()}, {"extra"}, {"-nosuchflag"}} {
+	for _, args := range [][]string{{"-samples", "-1"}, {"-burst", "-1"}, {"-burst-cap", "-1s"}, {"-scenarios", "nope", "-out", t.TempDir()}, {"extra"}, {"-nosuchflag"}} {
 		var out, errb bytes.Buffer
 		if code := run(args, &out, &errb); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (stderr %q)", args, code, errb.String())

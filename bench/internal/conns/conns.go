@@ -135,6 +135,26 @@ func (d *Dialer) Get(ttl time.Duration) (*Conn, error) {
 	return d.dial(ttl, d.opts.Proxied)
 }
 
+// Fill dials the pool's connections that are not dialed yet (a dialer
+// without a pool has none), so that a measurement can begin with its
+// clients connected.
+func (d *Dialer) Fill(ttl time.Duration) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return errors.New("conns: dialer closed")
+	}
+	for len(d.pool) < d.opts.Pool {
+		c, err := d.dial(ttl, false)
+		if err != nil {
+			return err
+		}
+		c.Shared = true
+		d.pool = append(d.pool, c)
+	}
+	return nil
+}
+
 func (d *Dialer) dial(ttl time.Duration, proxied bool) (*Conn, error) {
 	c := &Conn{}
 	if d.opts.Counted {

@@ -1,8 +1,8 @@
-// Package harness runs the benchmark scenarios — handover, crash failover,
-// herd, scale, in-process — against real servers it starts itself, for
-// this module's backends and the peers of the registry (libs), interleaved
-// in the same run, and writes the report: report.md, samples.json and
-// distributions.svg.
+// Package harness runs the benchmark scenarios — handover, transfer, crash
+// failover, herd, scale, shards, burst, in-process — against real servers
+// it starts itself, for this module's backends and the peers of the
+// registry (libs), interleaved in the same run, and writes the report:
+// report.md, samples.json and distributions.svg.
 package harness
 
 import (
@@ -21,7 +21,7 @@ import (
 )
 
 // Scenarios lists every scenario, in the order they run.
-var Scenarios = []string{"handover", "transfer", "crash", "herd", "scale", "shards", "inprocess"}
+var Scenarios = []string{"handover", "transfer", "crash", "herd", "scale", "shards", "burst", "inprocess"}
 
 // Config is one run of the harness.
 type Config struct {
@@ -42,6 +42,11 @@ type Config struct {
 	Command string
 	// Shards, if set, is the number of elections of the shards scenario.
 	Shards int
+	// Burst, if set, is the number of elections of the burst scenario.
+	Burst int
+	// BurstCap, if set, is how long the burst scenario waits for every
+	// election to lead before it reports how many did.
+	BurstCap time.Duration
 	// ScaleNs, if set, replaces the scale scenario's sizes.
 	ScaleNs []int
 	// Entries overrides the registry (nil: libs.All()), for tests.
@@ -162,6 +167,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			err = r.scale(ctx)
 		case "shards":
 			err = r.shards(ctx)
+		case "burst":
+			err = r.burst(ctx)
 		case "inprocess":
 			err = r.inprocess(ctx)
 		}

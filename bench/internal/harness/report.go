@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/electkit/election/bench/internal/libs"
 )
 
 // Report is everything one run measured.
@@ -26,6 +28,7 @@ type Report struct {
 	Herd      []*HerdRow     `json:"herd"`
 	Scale     []*ScaleRow    `json:"scale"`
 	Shards    []*ShardsRow   `json:"shards"`
+	Burst     []*BurstRow    `json:"burst"`
 	InProcess []*InProcRow   `json:"inprocess"`
 	Targets   []*Target      `json:"targets"`
 }
@@ -339,6 +342,45 @@ func (r *Report) Markdown() string {
 		}
 		w("\n")
 	}
+	if len(r.Burst) > 0 {
+		w("## Burst start\n\nE elections, each with a candidate on each of three clients of one etcd member (in a child process), lease TTL 10 s; every Campaign call started at once, as a service with a leader per shard starts. backend/etcd and concurrency.Election with one Session per client, shared by that client's candidates; backend/etcd again with a lease per Elector (etcd.New, no Session). All led: from the first Campaign call until every election has a leader; a case that has not within the cap reports how many had. Requests: what the member received (its own `grpc_server_msg_received_total`, unary requests and stream messages, summed) until then, in all, per election and per second, and its largest parts by method. Quiet: when the member received, renewals aside, at most one message per second per client, at most 20 s after all led. Steady: the member's received messages per second over one TTL after the quiet (renewals come every third of the TTL: a 10 s window holds two or three per lease), in all and per Session (per lease with a lease per Elector). Goroutines and heap: growth of this process per idle election (three candidates, the harness's goroutine per waiting Campaign call included) after a GC, from a baseline with the clients and Sessions connected; as in Scale, the heap column leaves out goroutine descriptors and stacks. Member RSS: at the end of the case (peak in brackets). \"÷ c.E\": the row's figure divided by concurrency.Election's at the same E. Every case runs on a fresh member.\n\n")
+		w("| elections | library | all led (ms) | ÷ c.E | requests until all led | per election | requests/s | by method | quiet (ms) | steady req/s: all / per Session | goroutines / election | heap bytes / election | ÷ c.E | member RSS, MiB (peak) | ÷ c.E |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, s := range r.Burst {
+			lib := s.Lib
+			if s.Err != "" {
+				lib += " (error: " + s.Err + ")"
+			}
+			if s.Note != "" {
+				lib += " (" + s.Note + ")"
+			}
+			p := r.burstPeer(s)
+			led := ms(s.LedMS)
+			if s.LedMS < 0 {
+				led = fmt.Sprintf("%d of %d after %s", s.Led, s.Elections, ms(s.CapMS))
+			}
+			rl, rh, rr := "", "", ""
+			if p != nil && p != s {
+				switch {
+				case s.LedMS >= 0 && p.LedMS >= 0:
+					rl = ratio(s.LedMS, p.LedMS)
+				case p.LedMS >= 0:
+					rl = "> " + ratio(s.CapMS, p.LedMS)
+				}
+				if s.Measured && p.Measured {
+					rh = ratio(s.HeapBytes, p.HeapBytes)
+				}
+				if p.Measured {
+					rr = ratio(s.MemberRSSMiB, p.MemberRSSMiB)
+				}
+			}
+			steady, g, h, quiet := "—", "—", "—", "—"
+			if s.Measured {
+				steady, g, h, quiet = fmt.Sprintf("%.1f / %.2f", s.Steady, s.SteadyPerSession), fmt.Sprintf("%.2f", s.Goroutines), fmt.Sprintf("%.0f", s.HeapBytes), ms(s.QuietMS)
+			}
+			w("| %d | %s | %s | %s | %d | %.1f | %.0f | %s | %s | %s | %s | %s | %s | %.0f (%.0f) | %s |\n", s.Elections, lib, led, rl, s.Requests, float64(s.Requests)/float64(s.Elections), s.ReqPerSec, s.ByMethod, quiet, steady, g, h, rh, s.MemberRSSMiB, s.PeakRSSMiB, rr)
+		}
+		w("\n")
+	}
 	if len(r.InProcess) > 0 {
 		w("## In process\n\n| what | figure | detail |\n|---|---|---|\n")
 		for _, x := range r.InProcess {
@@ -348,6 +390,17 @@ func (r *Report) Markdown() string {
 	}
 	w("Distributions: distributions.svg (CDF of every handover and crash failover sample); raw samples: samples.json.\n")
 	return b.String()
+}
+
+// burstPeer returns concurrency.Election's burst row at s's size (nil
+// if there is none).
+func (r *Report) burstPeer(s *BurstRow) *BurstRow {
+	for _, p := range r.Burst {
+		if p.Lib == libs.ConcurrencyName && p.Elections == s.Elections && p.Target == s.Target {
+			return p
+		}
+	}
+	return nil
 }
 
 func fmtVal(v float64) string {

@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/electkit/election/bench/internal/libs"
 )
@@ -90,6 +91,7 @@ func (r *Report) evaluate() {
 		}
 		r.add(fmt.Sprintf("herd, %s, N = %d", h.Store, h.N), "≤ 2 woken per handover", fmt.Sprintf("max %d woken", m), m >= 0 && m <= 2, m >= 0 && h.Counted)
 	}
+	r.evaluateBurst()
 	// Memory within 1.5× of concurrency.Election.
 	for _, s := range r.Scale {
 		if s.Role != "ours" || s.Store != etcd1.title {
@@ -107,4 +109,56 @@ func (r *Report) evaluate() {
 			}
 		}
 	}
+}
+
+// evaluateBurst adds the burst start's targets (issue 33): with a
+// Session per client, every election led in at most concurrency.Election's
+// time, at most 1 request/s per Session once idle, heap, goroutines and
+// member RSS at most concurrency.Election's; with a lease per Elector,
+// every election led.
+func (r *Report) evaluateBurst() {
+	for _, s := range r.Burst {
+		if s.Role != string(libs.Ours) {
+			continue
+		}
+		what := fmt.Sprintf("burst start, %s, %s × 3, %s", s.Store, thousands(s.Elections), s.Lib)
+		led := fmt.Sprintf("%d of %d after %s ms", s.Led, s.Elections, ms(s.CapMS))
+		if s.LedMS >= 0 {
+			led = "all after " + ms(s.LedMS) + " ms"
+		}
+		if !s.Sessions {
+			r.add(what, "every election leads", led+fmt.Sprintf("; the member received %.0f requests/s", s.ReqPerSec), s.LedMS >= 0, s.Err == "")
+			continue
+		}
+		p := r.burstPeer(s)
+		if p == nil {
+			r.add(what, "all led in ≤ concurrency.Election's time", "concurrency.Election not measured", false, false)
+			continue
+		}
+		theirs := "all after " + ms(p.LedMS) + " ms"
+		if p.LedMS < 0 {
+			theirs = fmt.Sprintf("%d of %d after %s ms", p.Led, p.Elections, ms(p.CapMS))
+		}
+		r.add(what, "all led in ≤ concurrency.Election's time", fmt.Sprintf("ours %s, concurrency.Election %s; the member received %.0f vs %.0f requests/s", led, theirs, s.ReqPerSec, p.ReqPerSec),
+			s.LedMS >= 0 && (p.LedMS < 0 || s.LedMS <= p.LedMS), s.Err == "" && p.Err == "")
+		if !s.Measured || !p.Measured {
+			r.add(what, "steady ≤ 1 req/s per Session; heap, goroutines, member RSS ≤ concurrency.Election's", "not all led (see Burst start)", false, false)
+			continue
+		}
+		r.add(what, "steady ≤ 1 req/s per Session", fmt.Sprintf("%.2f (concurrency.Election %.2f)", s.SteadyPerSession, p.SteadyPerSession), s.SteadyPerSession <= 1, true)
+		r.add(what, "heap and goroutines per election ≤ concurrency.Election's",
+			fmt.Sprintf("%.0f B vs %.0f B (%s); goroutines %.2f vs %.2f", s.HeapBytes, p.HeapBytes, ratio(s.HeapBytes, p.HeapBytes), s.Goroutines, p.Goroutines),
+			s.HeapBytes <= p.HeapBytes && s.Goroutines <= p.Goroutines, true)
+		r.add(what, "member RSS ≤ concurrency.Election's", fmt.Sprintf("%.0f MiB vs %.0f MiB (%s)", s.MemberRSSMiB, p.MemberRSSMiB, ratio(s.MemberRSSMiB, p.MemberRSSMiB)),
+			s.MemberRSSMiB <= p.MemberRSSMiB, true)
+	}
+}
+
+// thousands writes n with comma separators: 10,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

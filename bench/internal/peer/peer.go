@@ -103,3 +103,11 @@ type Process interface {
 	// Close closes the session and the connection (the candidates first).
 	Close() error
 }
+
+// Connector is implemented by a Library that shares a pool of clients
+// among its candidates (conns.Options.Pool) and can dial them before the
+// first candidate asks for one, so that a measurement begins with its
+// clients connected (the burst scenario's baseline).
+type Connector interface {
+	Connect(ttl time.Duration) error
+}

@@ -74,6 +74,10 @@ func (l *library) Registered(ctx context.Context, name string) (int, error) {
 
 func (l *library) Counts() peer.Counts { return l.d.Counts() }
 
+// Connect dials the library's shared clients (conns.Options.Pool) now,
+// before any candidate asks for one.
+func (l *library) Connect(ttl time.Duration) error { return l.d.Fill(ttl) }
+
 func (l *library) Close() error { return l.d.Close() }
 
 type candidate struct {
