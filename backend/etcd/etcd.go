@@ -52,9 +52,12 @@ type Elector struct {
 	mu      sync.Mutex
 	closed  bool
 	cand    *candidacy
-	pending []*candidacy   // ended, but their keys or lease not yet released
-	terms   skeleton.Terms // Terms whose hooks may still run: Close waits for them
-	obs     *watch.Feed    // Observe: one watcher per Elector, started by the first stream
+	pending []*candidacy // ended, but their keys or lease not yet released
+	// releasing is closed when the goroutine releasing the pending
+	// candidacies for Campaign (releasePending) is done; nil when none runs.
+	releasing chan struct{}
+	terms     skeleton.Terms // Terms whose hooks may still run: Close waits for them
+	obs       *watch.Feed    // Observe: one watcher per Elector, started by the first stream
 }
 
 // candidacy is one queue key under one session, from Campaign until it is
@@ -738,16 +741,42 @@ func (e *Elector) releaseShared(c *candidacy) {
 
 // releasePending revokes the private leases of ended candidacies (and
 // deletes their keys if that failed before), ignoring failures: they are
-// logged and retried later.
+// logged and retried later. It waits until that is done or ctx ends; the
+// requests themselves run on a goroutine of the Elector's within a lease
+// window, so that the end of ctx (a Campaign given up as it began, Run
+// stopping) does not cut a revoke short, for the client to warn about and
+// the next call to send again.
 func (e *Elector) releasePending(ctx context.Context) {
 	e.mu.Lock()
-	pending := append([]*candidacy(nil), e.pending...)
+	done := e.releasing
+	if done == nil && len(e.pending) > 0 && !e.closed {
+		pending := append([]*candidacy(nil), e.pending...)
+		done = make(chan struct{})
+		e.releasing = done
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			rctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+			for _, p := range pending {
+				if rctx.Err() != nil {
+					break
+				}
+				_ = e.release(rctx, p, true)
+			}
+			cancel()
+			e.mu.Lock()
+			e.releasing = nil
+			e.mu.Unlock()
+			close(done)
+		}()
+	}
 	e.mu.Unlock()
-	for _, p := range pending {
-		if ctx.Err() != nil {
-			return
-		}
-		_ = e.release(ctx, p, true)
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 }
 
@@ -816,18 +845,27 @@ func (e *Elector) Close() error {
 	if c != nil && !slices.Contains(e.pending, c) {
 		e.pending = append(e.pending, c)
 	}
-	pending := append([]*candidacy(nil), e.pending...)
+	releasing := e.releasing
 	e.mu.Unlock()
 	if c != nil {
 		e.end(c, election.ErrClosed)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
+	if releasing != nil {
+		select { // what it releases is not sent again
+		case <-releasing:
+		case <-ctx.Done():
+		}
+	}
+	e.mu.Lock()
+	pending := append([]*candidacy(nil), e.pending...)
+	e.mu.Unlock()
 	if e.cli.Ctx().Err() == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
 		for _, p := range pending {
 			_ = e.release(ctx, p, true) // logged; the lease expires on its own
 		}
-		cancel()
 	}
+	cancel()
 	e.stopBg()
 	e.wg.Wait()
 	e.terms.EndAll(election.ErrClosed)
