@@ -85,7 +85,7 @@ type candidacy struct {
 	cancel   context.CancelFunc
 	lost     chan struct{}   // closed (once, under Elector.mu) when the session or a key is gone
 	lostErr  error           // why, set before lost is closed
-	watched  atomic.Bool     // the candidacy's watch covers its keys without a gap (see follow.go)
+	watched  atomic.Bool     // the candidacy's watch covers its keys without a gap (see wait.go)
 	waiting  atomic.Bool     // it waits on a live watch (follower.wait): its reads are done until the watch fires
 	retries  lograte.Limiter // log lines of retried errors
 	elected  chan struct{}   // closed once lc is set
@@ -265,7 +265,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 
 // queue queues the candidate: a lease (its own, or the shared session's),
 // then, in one transaction, its queue key and the first look at the queue
-// around it; then it starts the candidacy's goroutine (follow.go). Errors
+// around it; then it starts the candidacy's goroutine (follow, wait.go). Errors
 // that may pass are retried, after the pauses of b, until ctx ends; on a
 // final one, or ctx's end, it releases what it made. A shared session
 // whose lease etcd no longer knows ends (ErrSessionLost); an own lease

@@ -1,0 +1,172 @@
+package etcd
+
+import (
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend"
+)
+
+// This file holds the claim of the leadership: the transaction that
+// creates the leader key when a candidacy heads the queue with no leader
+// (claim), and the start of its Term (elect).
+
+// claim creates the leader key if it is absent, c's key is still its own
+// under its lease, and nothing is queued above c (past keys without a
+// lease): one transaction, whose Else reads the queue again. It returns
+// that view if the leader key was not created, else the token and the
+// send time of the session's last confirmed renewal — etcd keeps the
+// lease, and so the leader key, at least TTL after it received it. If
+// that renewal is more than half a lease window old, one is sent first.
+func (f *follower) claim() (*view, int64, time.Time, error) {
+	e, c, s := f.e, f.c, f.c.s
+	e.reads.Add(1)
+	sent, err := f.renewed()
+	if err != nil {
+		return nil, 0, time.Time{}, err
+	}
+	put := e.leaderPut(c)
+	ownCmps := []clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
+		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
+		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
+	}
+	if f.w != nil && (f.w.end == after(e.lay.leader) || f.w.end == after(e.lay.transfer)) {
+		// c watched up to the leader key: it heads the queue, or the key
+		// ahead did and has gone (a handover). Nothing is expected above,
+		// so one Compare over the rest of the queue checks it (a range
+		// Compare reads every key of its range: cheap while empty), and
+		// the Else reads only the first window (a write carries every
+		// branch, and etcd logs slow ones whole).
+		resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
+			If(append(ownCmps, emptyIn(f.from, e.lay.queueEnd))...).
+			Then(put).
+			Else(e.nearOps(c, f.from)...))
+		if err != nil {
+			return nil, 0, sent, err
+		}
+		if resp.Succeeded {
+			return nil, resp.Header.Revision, sent, nil
+		}
+		return f.nearOrLook(resp.Header.Revision, resp.Responses)
+	}
+	// Nothing queued above c: checked window by window (layout.nested),
+	// each window's check running only if the one below was empty.
+	nothingAbove := e.lay.nested(f.from,
+		func() []clientv3.Op { return []clientv3.Op{put} },
+		func(lo, hi string) []clientv3.Op {
+			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(2))}
+		})
+	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
+		If(ownCmps...).
+		Then(nothingAbove).
+		Else(e.nearOps(c, f.from)...))
+	if err != nil {
+		return nil, 0, sent, err
+	}
+	if !resp.Succeeded {
+		// The leader key exists or c's key changed.
+		return f.nearOrLook(resp.Header.Revision, resp.Responses)
+	}
+	rs, claimed, depth := walkNested(resp.Responses[0])
+	if !claimed {
+		// A window above c is not empty: at this revision c's key is its
+		// own (the transaction compared it) and no one leads.
+		v := &view{rev: resp.Header.Revision, own: &mvccpb.KeyValue{Key: []byte(c.key), CreateRevision: c.rev, Lease: int64(s.lease)}}
+		if len(rs) > 0 {
+			v.above = rs[0].GetResponseRange().GetKvs()
+		}
+		v.last = depth == len(e.lay.windows(f.from))-1
+		return v, 0, sent, nil
+	}
+	return nil, resp.Header.Revision, sent, nil
+}
+
+// leaderPut creates the leader key for c (in a transaction that checks
+// it is absent).
+func (e *Elector) leaderPut(c *candidacy) clientv3.Op {
+	return clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(c.s.lease))
+}
+
+// renewed returns the send time of the session's last confirmed renewal,
+// renewing first if that is more than half a lease window old: what a
+// Term that begins now counts from.
+func (f *follower) renewed() (time.Time, error) {
+	s := f.c.s
+	if sent, ok := s.fresh(f.e.o.Window()); ok {
+		return sent, nil
+	}
+	if _, err := s.renew(f.c.ctx); err != nil {
+		return time.Time{}, err
+	}
+	return s.lastRenewed(), nil
+}
+
+// nearOrLook returns the view of a failed claim's Else (nearOps) at rev,
+// or, when its first window is empty but not the last and c's key is
+// still there, a look at every window: a waiter that took "nothing in the
+// first window" for "nothing above" would watch up to the leader key and
+// wake at every handover.
+func (f *follower) nearOrLook(rev int64, rs []*pb.ResponseOp) (*view, int64, time.Time, error) {
+	v := f.e.nearView(rev, rs, f.from)
+	if v.own != nil && len(v.above) == 0 && !v.last {
+		var err error
+		if v, err = f.e.look(f.c.ctx, f.c, f.from, rev); err != nil {
+			return nil, 0, time.Time{}, err
+		}
+	}
+	return v, 0, time.Time{}, nil
+}
+
+// elect starts c's Term at token. The watch must cover the leader key
+// from the token on: kept from waiting, or opened at the revision after
+// it; renewals count only once it is created (guard).
+func (f *follower) elect(token int64, sent time.Time) bool {
+	e, c := f.e, f.c
+	e.mu.Lock()
+	c.token = token // from now on release deletes the leader key by its create revision
+	e.mu.Unlock()
+	f.watch(after(e.lay.request), token+1) // the leader key and transfer requests
+	c.watched.Store(f.w.created)
+	// Opening the watch can take a while (with a user name, a new watch
+	// stream logs in first, a bcrypt check on a loaded member): the Term
+	// counts from the session's latest confirmed renewal, renewed first if
+	// the one c claimed with is stale by now, rather than begin expired.
+	if last, err := f.renewed(); err == nil && last.After(sent) {
+		sent = last
+	}
+	leader := c.leader
+	leader.Token = uint64(token)
+	term, lc := backend.NewTerm(e.o, leader, sent)
+	var err error
+	e.mu.Lock()
+	select {
+	case <-c.lost:
+		err = c.lostErr
+	default:
+		switch {
+		case e.closed:
+			err = election.ErrClosed
+		case e.cand != c:
+			err = election.ErrResigned
+		}
+	}
+	if err != nil {
+		e.mu.Unlock()
+		lc.End(err)
+		return false
+	}
+	c.lc = lc
+	e.terms.Add(lc)
+	e.saw(leader.Token)
+	close(c.elected)
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go e.renewLoop(c, lc)
+	return term.Err() == nil
+}

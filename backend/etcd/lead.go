@@ -1,0 +1,194 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election/backend"
+)
+
+// This file holds what a candidacy does while it leads: its goroutine
+// guards its keys through its watch (guard, rewatch), and renewLoop
+// renews its Term, counting a renewal only while that watch is live (the
+// fail-closed rule, wait.go).
+
+// errUnwatched makes a renewal not count: the candidacy's watch did not
+// cover its keys throughout it.
+var errUnwatched = errors.New("etcd election: the candidate's keys were not watched throughout the renewal; it does not extend the term")
+
+// guard follows the watch while c leads: a change of its keys by anyone
+// else ends the candidacy.
+func (f *follower) guard(token int64) {
+	e, c := f.e, f.c
+	seen := token
+	p := newPreemption(e, c)
+	defer p.stop()
+	for c.ctx.Err() == nil {
+		if f.w == nil {
+			rev, ok := f.rewatch(token, p)
+			if !ok {
+				return
+			}
+			seen = rev
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-p.fire():
+			if p.preempt(token) {
+				return
+			}
+		case wr, ok := <-f.w.ch:
+			if !ok || wr.Err() != nil || wr.Canceled {
+				c.watched.Store(false)
+				f.closeWatch()
+				if err := wr.Err(); err != nil && c.ctx.Err() == nil {
+					e.retryLog(c, "watching the leader key", err)
+				}
+				if e.pause(c.ctx, c, f.retry.NextBackOff()) != nil {
+					return
+				}
+				continue
+			}
+			if wr.Created {
+				f.w.created = true
+				c.watched.Store(true)
+				f.retry.Reset()
+			}
+			for _, ev := range wr.Events {
+				if ev.Kv.ModRevision <= seen {
+					continue
+				}
+				var err error
+				switch string(ev.Kv.Key) {
+				case c.key:
+					err = e.ownEvent(c, ev)
+				case e.lay.leader:
+					err = e.leaderEvent(c, token, ev)
+				case e.lay.request:
+					if f.request(ev, token) {
+						return // handed over
+					}
+				default:
+					p.event(ev)
+				}
+				if err != nil {
+					e.oust(c, err)
+					return
+				}
+			}
+		}
+	}
+}
+
+// rewatch opens the watch again at the current revision and then reads
+// and checks c's keys under it: every change after that read reaches the
+// watch, and a change before it fails the check. It returns the read's
+// revision, or false if the candidacy ended.
+func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
+	e, c := f.e, f.c
+	for c.ctx.Err() == nil {
+		f.closeWatch()
+		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(c.ctx))
+		f.w = &rangeWatch{end: after(e.lay.request), cancel: cancel,
+			ch: e.cli.Watch(ctx, c.key, clientv3.WithRange(after(e.lay.request)), clientv3.WithCreatedNotify())}
+		wr, ok := <-f.w.ch
+		if !ok || wr.Err() != nil || wr.Canceled || !wr.Created {
+			if f.failed("watching the leader key", orClosed(wr.Err())) {
+				return 0, false
+			}
+			continue
+		}
+		f.w.created = true
+		ops := []clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(e.lay.leader)}
+		if p.on() {
+			// The candidates above c, of higher priority (preemption).
+			ops = append(ops, clientv3.OpGet(after(c.key), clientv3.WithRange(e.lay.queueEnd)))
+		}
+		resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).Then(ops...))
+		if err != nil {
+			if f.failed("checking the leader key", err) {
+				return 0, false
+			}
+			continue
+		}
+		own, leader := resp.Responses[0].GetResponseRange().GetKvs(), resp.Responses[1].GetResponseRange().GetKvs()
+		var kv *mvccpb.KeyValue
+		if len(own) > 0 {
+			kv = own[0]
+		}
+		err = e.checkOwn(c, kv)
+		if err == nil {
+			kv = nil
+			if len(leader) > 0 {
+				kv = leader[0]
+			}
+			err = e.checkLeader(c, token, kv)
+		}
+		if err != nil {
+			e.oust(c, err)
+			return 0, false
+		}
+		if p.on() {
+			p.reset(resp.Responses[2].GetResponseRange().GetKvs())
+		}
+		c.watched.Store(true)
+		return resp.Header.Revision, true
+	}
+	return 0, false
+}
+
+func orClosed(err error) error {
+	if err == nil {
+		return errors.New("the watch closed")
+	}
+	return err
+}
+
+// renewLoop renews c's Term with its session: at each of the session's
+// ticks, the before-renewal hook, then a renewal of the session's lease
+// (shared with the other leaders of the tick), then the lease clock with
+// its send time and outcome. A failed renewal is retried every retryDelay
+// (hook first) until the clock's deadline ends the Term. When the Term
+// ends for any reason, the candidacy is withdrawn, so its keys go at once.
+func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
+	defer e.wg.Done()
+	defer e.forget(c)
+	t := lc.Term()
+	// Retries of a failed renewal come fast (the Term's deadline runs),
+	// but not together with every other leader's on the session.
+	b := retryBackoff(c.s.interval / 4)
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.Done():
+			e.withdraw(c, t.Err(), false)
+			return
+		case <-c.s.ticks():
+		}
+		for lc.BeforeRenew() == nil {
+			watched := c.watched.Load()
+			sent, err := c.s.renew(t.Context())
+			if t.Err() != nil {
+				break
+			}
+			counted := err
+			if err == nil && !(watched && c.watched.Load()) {
+				counted = errUnwatched // the lease lives, but a change of the keys might have gone unseen
+			}
+			lc.Renewed(sent, counted)
+			if err == nil || c.s.Err() != nil {
+				b.Reset()
+				break
+			}
+			e.retryLog(c, "renewing the lease", err)
+			if e.pause(t.Context(), c, b.NextBackOff()) != nil {
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package etcd
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// This file holds the reads of the queue around a candidacy: the view they
+// give, the requests that make it (lookOps, nearOps) and the reading of
+// their responses.
+
+// view is one read of the queue around a candidacy.
+type view struct {
+	rev   int64
+	own   *mvccpb.KeyValue   // the candidacy's queue key (keys only), or nil
+	above []*mvccpb.KeyValue // up to two keys just above where the read began (keys only)
+	// last: above came from the last window, up to the queue's end, so
+	// one key alone there heads the queue.
+	last     bool
+	leader   *mvccpb.KeyValue // the leader key, or nil
+	old      *mvccpb.KeyValue // a leased key of the previous layout, or nil
+	transfer *mvccpb.KeyValue // a pending hand-over's key, or nil
+}
+
+// lookOps reads c's key, the two keys just above from (the windows of
+// aboveOp), the leader key and the first key of each range a key of the
+// previous layout would be in.
+func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []clientv3.Op {
+	opts := func(o ...clientv3.OpOption) []clientv3.OpOption {
+		if serializable {
+			o = append(o, clientv3.WithSerializable())
+		}
+		return o
+	}
+	return []clientv3.Op{
+		clientv3.OpGet(c.key, opts()...),
+		e.lay.aboveOp(from, serializable),
+		clientv3.OpGet(e.lay.leader, opts()...),
+		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1))...),
+		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1))...),
+		clientv3.OpGet(e.lay.transfer, opts()...),
+	}
+}
+
+// nearOps reads c's key, up to two keys of the first window above from,
+// and the leader key: what a write carries (a read of every window is a
+// read-only look's, or the claim's).
+func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
+	return []clientv3.Op{
+		clientv3.OpGet(c.key),
+		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(2)),
+		clientv3.OpGet(e.lay.leader),
+		clientv3.OpGet(e.lay.transfer),
+	}
+}
+
+// nearView reads the responses of nearOps(c, from). Its above holds keys
+// of the first window only: empty, it says nothing of the windows beyond
+// unless the first is the last.
+func (e *Elector) nearView(rev int64, rs []*pb.ResponseOp, from string) *view {
+	v := &view{rev: rev, last: e.lay.firstWindow(from) == e.lay.queueEnd}
+	if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		v.own = kvs[0]
+	}
+	v.above = rs[1].GetResponseRange().GetKvs()
+	if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		v.leader = kvs[0]
+	}
+	if kvs := rs[3].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		v.transfer = kvs[0]
+	}
+	return v
+}
+
+// parseView reads the responses of lookOps(c, from, …).
+func (e *Elector) parseView(rev int64, rs []*pb.ResponseOp, from string) *view {
+	get := func(i int) []*mvccpb.KeyValue { return rs[i].GetResponseRange().GetKvs() }
+	v := &view{rev: rev}
+	v.above, v.last = readAbove(rs[1], len(e.lay.windows(from)))
+	if kvs := get(0); len(kvs) > 0 {
+		v.own = kvs[0]
+	}
+	if kvs := get(2); len(kvs) > 0 {
+		v.leader = kvs[0]
+	}
+	if kvs := get(5); len(kvs) > 0 {
+		v.transfer = kvs[0]
+	}
+	for _, i := range []int{3, 4} {
+		for _, kv := range get(i) {
+			if e.oldLayout(kv) {
+				v.old = kv
+			}
+		}
+	}
+	return v
+}
+
+// oldLayout reports whether kv is a candidate key of the layout before
+// this one: the prefix plus 16 lower-case hex digits, under a lease. Such
+// a candidate of an older version of this package may lead by that
+// layout's rules, so while one heads its range no candidate creates the
+// leader key.
+func (e *Elector) oldLayout(kv *mvccpb.KeyValue) bool {
+	s, ok := strings.CutPrefix(string(kv.Key), e.lay.prefix)
+	if !ok || len(s) != 16 || kv.Lease == 0 || s != strings.ToLower(s) {
+		return false
+	}
+	_, err := strconv.ParseUint(s, 16, 64)
+	return err == nil
+}
+
+// look reads the queue above from. Right after the watch reported a
+// deletion at revision floor > 0, a serializable read is tried first and
+// used only if the member that answered had applied the deletion;
+// otherwise it is done again, linearizably. What it decides is checked
+// again by the transaction that creates the leader key, so a read of a
+// committed state at or after the deletion is enough, and spares a round
+// of Raft heartbeats (ReadIndex) on the handover's path.
+func (e *Elector) look(ctx context.Context, c *candidacy, from string, floor int64) (*view, error) {
+	for lagged := false; ; {
+		if !lagged {
+			e.reads.Add(1)
+		}
+		lagged = false
+		resp, err := e.commit(ctx, true, e.cli.Txn(ctx).Then(e.lookOps(c, from, floor > 0)...))
+		if err != nil {
+			return nil, err
+		}
+		if floor > 0 && resp.Header.Revision < floor {
+			floor, lagged = 0, true // that member lags behind the deletion: read linearizably
+			continue
+		}
+		return e.parseView(resp.Header.Revision, resp.Responses, from), nil
+	}
+}

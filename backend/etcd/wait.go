@@ -1,0 +1,445 @@
+package etcd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/internal/record"
+)
+
+// This file holds a candidacy's goroutine (follow) and its wait for its
+// turn: the watch on its range of the queue, the waiter's loop (waitTurn,
+// wait, narrow), and its handling of failed requests and of keys without
+// a lease. Reading the queue is view.go's, creating the leader key
+// claim.go's, guarding the leadership lead.go's.
+//
+// A candidacy's goroutine (follow) keeps one watch, on the range from its
+// own queue key up to what it waits for:
+//
+//   - a waiter with candidates ahead watches up to the key just ahead of
+//     it, or, when that key heads the queue, up to the leader key;
+//   - the head of the queue, and the leader, watch up to the leader key.
+//
+// So the watch sees its own key's deletion or change (another client's
+// hand: an etcdctl del, a deleted prefix, a revoked lease, a re-put
+// without the lease), the departure of the key ahead, a newcomer that
+// sorts between them (the one candidate it displaces, P9), and the leader
+// key's. A handover — the leader deletes the leader key and its queue key
+// in one transaction, or its lease expires and takes both — wakes the one
+// candidate whose range holds them, which tries to create the leader key
+// at once; the others sleep on.
+//
+// The watch starts at the revision after the read it follows from, and is
+// kept while the range stays the same, so the candidate that heads the
+// queue goes on watching, without a gap, from before it creates the leader
+// key until its leadership ends. Fail-closed rule: a renewal extends the
+// Term only if that watch was live both when the renewal was sent and when
+// its reply came (renewLoop); when it breaks, it is opened again at the
+// current revision and the keys are read and checked under it before it
+// counts again.
+
+// oldLayoutPoll is how often a candidate that would lead looks again while
+// a key of the previous layout (a leased key named the prefix plus 16 hex
+// digits) may still be a leader of the election.
+const oldLayoutPoll = 500 * time.Millisecond
+
+// rangeWatch is a candidacy's watch on [its key, end).
+type rangeWatch struct {
+	end     string
+	skip    string // a key of the range whose changes do not concern c, or ""
+	ch      clientv3.WatchChan
+	cancel  context.CancelFunc
+	created bool
+	// ahead, when the range ends just past the key ahead of c (not at the
+	// leader key): the candidates' keys in the range, which the watch's
+	// events keep up to date. A candidate queued between c and the key
+	// ahead (one that read the same arrival, or of higher priority) joins
+	// it without waking c: in a queue filling up, the one just ahead
+	// changes often, and c need not read the queue again each time. The
+	// watch then narrows to the new nearest key (narrow), so that only
+	// the going of the key c waits on reaches c.
+	ahead []string
+}
+
+// stillAhead applies ev to w.ahead and reports whether it leaves c
+// waiting as before: a candidate's key created in the range, or one of
+// several keys ahead deleted. Anything else wakes c, as before.
+func (w *rangeWatch) stillAhead(lay layout, ev *clientv3.Event) bool {
+	if w.ahead == nil {
+		return false
+	}
+	kv := ev.Kv
+	k := string(kv.Key)
+	i := slices.Index(w.ahead, k)
+	switch {
+	case ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && kv.Lease != 0:
+		if lease, err := lay.queueLease(k); err == nil && lease == kv.Lease {
+			if i < 0 {
+				w.ahead = append(w.ahead, k)
+			}
+			return true
+		}
+	case ev.Type == clientv3.EventTypeDelete && i >= 0 && len(w.ahead) > 1:
+		w.ahead = slices.Delete(w.ahead, i, i+1)
+		return true
+	}
+	return false
+}
+
+// follower is the state of a candidacy's goroutine.
+type follower struct {
+	e      *Elector
+	c      *candidacy
+	w      *rangeWatch
+	from   string // where the read of the queue above c begins: past keys without a lease
+	floor  int64  // the revision of a deletion the next read must have seen
+	warned map[string]bool
+	// touched: c's own key was put again with its value and lease kept —
+	// a leader handing over to c touches it so that c's watch wakes it.
+	touched bool
+	// retry: the pauses before trying again after a failed request or a
+	// broken watch; reset once a request or watch works.
+	retry *backoff.ExponentialBackOff
+}
+
+// follow runs candidacy c from its first view until it ends: waiting,
+// leading (it creates the leader key and starts the Term), then guarding
+// its keys.
+//
+// A token > 0 says that c's create made it leader (start), its Term
+// counting from sent.
+func (e *Elector) follow(c *candidacy, v *view, token int64, sent time.Time) {
+	defer e.wg.Done()
+	f := &follower{e: e, c: c, from: after(c.key), warned: map[string]bool{}, retry: retryBackoff(maxRetryWait)}
+	if v == nil {
+		f.floor = c.rev // a serializable read that has seen c's key will do
+	}
+	defer f.closeWatch()
+	if token == 0 {
+		var ok bool
+		if token, sent, ok = f.waitTurn(v); !ok {
+			return
+		}
+	}
+	if !f.elect(token, sent) {
+		return
+	}
+	f.guard(token)
+}
+
+func (f *follower) closeWatch() {
+	if f.w != nil {
+		f.w.cancel()
+		f.w = nil
+	}
+}
+
+// watch makes the watch cover [c's key, end) from rev on, keeping the one
+// it has if it covers that range already.
+func (f *follower) watch(end string, rev int64) {
+	f.watchSkipping(end, "", rev)
+}
+
+// watchSkipping is watch, with the changes of key skip ignored.
+func (f *follower) watchSkipping(end, skip string, rev int64) {
+	if f.w != nil && f.w.end == end && f.w.skip == skip {
+		return
+	}
+	f.closeWatch()
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(f.c.ctx))
+	f.w = &rangeWatch{end: end, skip: skip, cancel: cancel,
+		ch: f.e.cli.Watch(ctx, f.c.key, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithCreatedNotify())}
+}
+
+// waitTurn waits until c heads the queue with no leader, and creates the
+// leader key. It returns the token and the send time of the renewal the
+// Term counts from, or false if the candidacy ended.
+func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
+	e, c := f.e, f.c
+	claim, handoff := false, false
+	for c.ctx.Err() == nil {
+		if claim || handoff {
+			try := f.claim
+			if handoff {
+				try = f.claimHandoff
+			}
+			claim, handoff = false, false
+			nv, token, sent, err := try()
+			if err == nil {
+				f.retry.Reset()
+			}
+			switch {
+			case err != nil:
+				if f.failed("creating the leader key", err) {
+					return 0, time.Time{}, false
+				}
+				continue
+			case nv == nil:
+				return token, sent, true
+			}
+			v = nv
+		}
+		if v == nil {
+			nv, err := e.look(c.ctx, c, f.from, f.floor)
+			f.floor = 0
+			if err != nil {
+				if f.failed("reading the queue", err) {
+					return 0, time.Time{}, false
+				}
+				continue
+			}
+			f.retry.Reset()
+			v = nv
+		}
+		if err := e.checkOwn(c, v.own); err != nil {
+			e.oust(c, err)
+			return 0, time.Time{}, false
+		}
+		if l := v.leader; l != nil && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
+			// The leader key is c's own: a claim (or a create that
+			// claimed) whose reply was lost. c leads.
+			sent, err := f.renewed()
+			if err != nil {
+				if f.failed("renewing the lease", err) {
+					return 0, time.Time{}, false
+				}
+				continue
+			}
+			return l.CreateRevision, sent, true
+		}
+		if t := v.transfer; t != nil && t.Lease == int64(c.s.lease) && string(t.Value) == c.key && v.leader == nil {
+			handoff = true // the leader handed over to c
+			continue
+		}
+		if len(v.above) > 0 && v.above[0].Lease == 0 {
+			// A key without a lease never expires: waiting for it would
+			// block the election for good. Read on past it.
+			f.warn(v.above[0], "skipping a key without a lease in the election's queue; it never leads")
+			f.from, v = after(string(v.above[0].Key)), nil
+			continue
+		}
+		poll := time.Duration(0)
+		switch {
+		case len(v.above) > 0:
+			ahead, skip := string(v.above[0].Key), ""
+			end := after(ahead)
+			leads := v.leader != nil && record.Key(v.leader.Value) == ahead
+			switch {
+			case leads && len(v.above) > 1 && v.above[1].Lease != 0:
+				// The key ahead is the leader's, with a waiter above it: a
+				// candidate that queued beside the leader as it led from
+				// its create (the same arrival) sorts ahead. That waiter,
+				// not the leader, is next before c: the leader's going is
+				// its (or the head's) to act on, not c's.
+				ahead, skip = string(v.above[1].Key), ahead
+				end = after(ahead)
+			case len(v.above) == 1 && v.last || leads:
+				ahead, end = "", after(e.lay.leader) // the key ahead heads the queue (or leads): its leader key too
+			}
+			f.watchSkipping(end, skip, v.rev+1)
+			f.w.ahead = nil
+			if ahead != "" {
+				f.w.ahead = []string{ahead}
+			}
+		case v.old != nil:
+			f.warn(v.old, "a candidate key of the previous key layout may lead this election; waiting until it is gone")
+			f.watch(after(e.lay.leader), v.rev+1)
+			poll = oldLayoutPoll
+		case v.leader != nil && v.leader.Lease == 0:
+			f.deleteUnleasedLeader(v.leader)
+			v = nil
+			continue
+		case v.leader != nil:
+			f.watch(after(e.lay.leader), v.rev+1)
+		case v.transfer != nil && v.transfer.Lease == 0:
+			f.deleteUnleased(e.lay.transfer, v.transfer, "a hand-over key")
+			v = nil
+			continue
+		case v.transfer != nil:
+			// A hand-over to another candidate is pending: only its
+			// target may lead. Wait for the key to go (claimed, lapsed,
+			// or with the target's lease), unless its target is gone.
+			if f.dropStaleTransfer(v.transfer) {
+				v = nil
+				continue
+			}
+			f.watch(after(e.lay.transfer), v.rev+1)
+		default:
+			claim = true
+			continue
+		}
+		var err error
+		claim, err = f.wait(v.rev, poll)
+		if err != nil {
+			e.oust(c, err)
+			return 0, time.Time{}, false
+		}
+		if f.touched {
+			f.touched, claim, handoff = false, false, true
+		}
+		v, f.from = nil, after(c.key)
+	}
+	return 0, time.Time{}, false
+}
+
+// wait follows the watch until a key of the range other than c's changed
+// after rev, the poll ran out, the watch broke (f.w is nil then), or the
+// candidacy ended. It reports whether a key was deleted: the key ahead, or
+// the leader key, is gone, so c may well head the queue with no leader
+// now, and tries to lead at once (the attempt reads the queue again if
+// not). A change of c's own key is returned as the error that ends the
+// candidacy.
+func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error) {
+	defer f.c.waiting.Store(false)
+	f.c.waiting.Store(f.w.created)
+	var tc <-chan time.Time
+	if poll > 0 {
+		t := time.NewTimer(poll)
+		defer t.Stop()
+		tc = t.C
+	}
+	for {
+		select {
+		case <-f.c.ctx.Done():
+			return false, nil
+		case <-tc:
+			return false, nil
+		case wr, ok := <-f.w.ch:
+			if !ok || wr.Err() != nil || wr.Canceled {
+				f.closeWatch()
+				// The queue is read again, and the watch opened again,
+				// after a pause: a watch that breaks as it opens (no
+				// leader in the cluster, a member going away) must not
+				// make every waiter read the queue as fast as it can.
+				f.e.pause(f.c.ctx, f.c, f.retry.NextBackOff()) //nolint:errcheck // the loop checks the candidacy
+				return false, nil
+			}
+			if wr.Created {
+				f.w.created = true
+				f.c.waiting.Store(true)
+			}
+			changed, last := false, int64(0)
+			for _, ev := range wr.Events {
+				kv := ev.Kv
+				if kv.ModRevision <= rev {
+					continue
+				}
+				last = max(last, kv.ModRevision)
+				if string(kv.Key) == f.c.key {
+					if err := f.e.ownEvent(f.c, ev); err != nil {
+						return false, err
+					}
+					f.touched, changed = true, true // a hand-over to c, most likely
+					continue
+				}
+				if string(kv.Key) == f.w.skip {
+					continue
+				}
+				if ev.Type == clientv3.EventTypePut && kv.CreateRevision != kv.ModRevision && kv.Lease != 0 {
+					continue // a key put again under its lease: the order is the same
+				}
+				if f.w.stillAhead(f.e.lay, ev) {
+					continue
+				}
+				changed = true
+				if ev.Type == clientv3.EventTypeDelete {
+					f.floor = max(f.floor, kv.ModRevision)
+					deleted = true
+				}
+			}
+			if changed {
+				return deleted, nil
+			}
+			f.narrow(last)
+		}
+	}
+}
+
+// narrow moves the watch's end to just past the nearest key ahead of c
+// once candidates have been queued between c and the key it waited on
+// (their creates, seen up to rev, left it asleep): the range holds again
+// the one key c waits on, and the going of a key further ahead (the
+// leader's, at a handover) no longer reaches c, which is not next. It
+// costs a watch, not a read of the queue.
+func (f *follower) narrow(rev int64) {
+	w := f.w
+	if w == nil || len(w.ahead) < 2 || rev == 0 {
+		return
+	}
+	near := slices.Min(w.ahead)
+	skip := w.skip
+	if skip > near {
+		skip = "" // past the new range's end
+	}
+	f.watchSkipping(after(near), skip, rev+1)
+	f.w.ahead = []string{near}
+	f.c.waiting.Store(false) // until the new watch is created
+}
+
+// deleteUnleasedLeader deletes a leader key without a lease: this package
+// never writes one, it never expires, and it would block the election for
+// good.
+func (f *follower) deleteUnleasedLeader(kv *mvccpb.KeyValue) {
+	f.deleteUnleased(f.e.lay.leader, kv, "a leader key")
+}
+
+// deleteUnleased deletes key, read as kv, which has no lease (see
+// deleteUnleasedLeader). The delete is guarded by the key's revision, so
+// a key put again meanwhile stays.
+func (f *follower) deleteUnleased(key string, kv *mvccpb.KeyValue, what string) {
+	e := f.e
+	e.log.Warn("etcd election: deleting "+what+" without a lease; this package never writes one", "key", string(kv.Key), "mod_revision", kv.ModRevision)
+	_, err := e.commit(f.c.ctx, true, e.cli.Txn(f.c.ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision), clientv3.Compare(clientv3.LeaseValue(key), "=", 0)).
+		Then(clientv3.OpDelete(key)))
+	if err != nil {
+		f.failed("deleting "+what+" without a lease", err)
+	}
+}
+
+// failed handles a failed request of the candidacy: a lost session or a
+// final error ends it (true); anything else is logged and waited out.
+func (f *follower) failed(what string, err error) bool {
+	e, c := f.e, f.c
+	if c.ctx.Err() != nil {
+		return true
+	}
+	if errors.Is(err, election.ErrSessionLost) {
+		e.lose(c, err)
+		return true
+	}
+	if e.isFinal(err) {
+		e.lose(c, e.finalErr(what+" for "+c.key, err))
+		return true
+	}
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// etcd no longer knows the lease: the session, and every
+		// candidacy on it, is lost.
+		c.s.end(fmt.Errorf("%w: etcd session lease %016x expired or was revoked", election.ErrSessionLost, uint64(c.s.lease)))
+		e.lose(c, fmt.Errorf("%w: etcd election %s: %s for %s: lease %016x expired or was revoked", election.ErrSessionLost, e.name, what, c.key, uint64(c.s.lease)))
+		return true
+	}
+	e.retryLog(c, what, err)
+	return e.pause(c.ctx, c, f.retry.NextBackOff()) != nil
+}
+
+func (f *follower) warn(kv *mvccpb.KeyValue, msg string) {
+	if !f.warned[string(kv.Key)] {
+		f.warned[string(kv.Key)] = true
+		f.e.log.Warn("etcd election: "+msg, "key", string(kv.Key), "create_revision", kv.CreateRevision, "lease", fmt.Sprintf("%016x", uint64(kv.Lease)))
+	}
+}
+
+// pause waits d, or less if waiting must stop.
+func (e *Elector) pause(ctx context.Context, c *candidacy, d time.Duration) error {
+	return e.waiting(c).Pause(ctx, d)
+}
