@@ -52,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	scaleNs := fs.String("scale", "", "comma-separated candidate counts for the scale scenario (default: the mode's)")
 	shardsN := fs.Int("shards", 0, "elections in the shards scenario (0: the mode's default, 10000; 20 with -short)")
-	burstN := fs.Int("burst", 0, "elections in the burst scenario (0: the mode's default, 10000; 200 with -short)")
+	burstN := fs.Int("burst", 0, "elections in the burst scenario (0: the mode's default, 10000; 200 with -short, where the ZooKeeper case runs at most 10)")
 	burstCap := fs.Duration("burst-cap", 0, "how long the burst scenario waits for every election to lead (0: the mode's default, 150s; 30s with -short)")
 	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the candidates' side; the etcd member runs in a child, see "+servers.PprofEnv+") to this file")
 	if err := fs.Parse(args); err != nil {

@@ -92,8 +92,13 @@ func TestSmoke(t *testing.T) {
 			t.Errorf("burst %s E=%d: %+v", b.Lib, b.Elections, b)
 		}
 	}
-	if len(rep.Burst) != 3 {
-		t.Errorf("%d burst rows, want 3 (backend/etcd with Sessions and with a lease each, concurrency.Election)", len(rep.Burst))
+	if len(rep.Burst) != 4 {
+		t.Errorf("%d burst rows, want 4 (backend/etcd with Sessions and with a lease each, concurrency.Election; backend/zk)", len(rep.Burst))
+	}
+	for _, b := range rep.Burst {
+		if b.Target == "zk-1" && b.Elections != 10 {
+			t.Errorf("burst %s on ZooKeeper: %d elections, want 10 in -short", b.Lib, b.Elections)
+		}
 	}
 	if len(rep.Scale) < 3 || len(rep.InProcess) < 4 || len(rep.Targets) == 0 {
 		t.Errorf("%d scale rows, %d in-process rows, %d targets", len(rep.Scale), len(rep.InProcess), len(rep.Targets))

@@ -15,6 +15,8 @@ import (
 
 	"github.com/electkit/election/bench/internal/libs"
 	"github.com/electkit/election/bench/internal/peer"
+	"github.com/electkit/election/bench/internal/servers"
+	"github.com/electkit/election/internal/rig/zktest"
 )
 
 // burstClients is how many clients (processes) campaign in every
@@ -23,6 +25,10 @@ const burstClients = 3
 
 // burstTTL is the lease TTL of the burst scenario.
 const burstTTL = 10 * time.Second
+
+// burstShortZK is the number of elections of the ZooKeeper cases in the
+// -short smoke (at most).
+const burstShortZK = 10
 
 // leaseSuffix names the burst rows of backend/etcd whose Electors have a
 // lease each (etcd.New, no Session).
@@ -42,10 +48,13 @@ type BurstRow struct {
 	LedMS float64 `json:"all_led_ms"`
 	Led   int     `json:"led"`
 	CapMS float64 `json:"cap_ms"`
-	// Requests is what the member received (its
-	// grpc_server_msg_received_total: unary requests and stream
-	// messages) from the start until every election led, or the cap;
-	// ReqPerSec is the same per second, ByMethod its largest parts.
+	// Requests is what the server received from the start until every
+	// election led, or the cap: on etcd the member's
+	// grpc_server_msg_received_total (unary requests and stream
+	// messages), on ZooKeeper its zk_packets_received (mntr: requests and
+	// pings); ReqPerSec is the same per second, ByMethod the etcd
+	// member's largest parts (on ZooKeeper its znodes and watches once
+	// all led).
 	Requests  int64   `json:"requests"`
 	ReqPerSec float64 `json:"requests_per_s"`
 	ByMethod  string  `json:"by_method"`
@@ -70,12 +79,16 @@ type BurstRow struct {
 type burstCase struct {
 	e        libs.Entry
 	sessions bool
+	t        target
 }
 
 // burst: many elections started at once, as a service with a leader per
 // shard starts (a goroutine per shard, each calling Campaign): backend/etcd
 // with a Session per client, concurrency.Election with a Session per
-// client, backend/etcd with a lease per Elector; each on a fresh member.
+// client, backend/etcd with a lease per Elector; then backend/zk with its
+// candidates on three connections (a connection is a session), and
+// Curator's LeaderLatch the same way where its adapter can share a
+// client among latches. Each on a fresh server.
 func (r *run) burst(ctx context.Context) error {
 	n, capd := 10000, 150*time.Second
 	if r.cfg.Short {
@@ -91,14 +104,30 @@ func (r *run) burst(ctx context.Context) error {
 	for _, e := range r.libsOf(libs.Etcd, libs.Ours, libs.Peer) {
 		switch {
 		case e.Role == libs.Ours:
-			cases = append(cases, burstCase{e, true})
-			leases = append(leases, burstCase{e, false})
+			cases = append(cases, burstCase{e, true, etcd1})
+			leases = append(leases, burstCase{e, false, etcd1})
 		case e.Name == libs.ConcurrencyName:
-			cases = append(cases, burstCase{e, true})
+			cases = append(cases, burstCase{e, true, etcd1})
 		}
 	}
 	for _, c := range append(cases, leases...) {
 		if err := r.burstCase(ctx, c, n, capd); err != nil {
+			return err
+		}
+	}
+	if err := servers.ZKAvailable(); err != nil {
+		r.rep.note(fmt.Sprintf("burst on %s: %v", zk1.title, err))
+		return nil
+	}
+	zn := n
+	if r.cfg.Short {
+		zn = min(n, burstShortZK)
+	}
+	for _, e := range r.libsOf(libs.ZK, libs.Ours, libs.Peer) {
+		if e.Role != libs.Ours && (e.Name != libs.CuratorName || r.cfg.Short) {
+			continue // Curator's JVM and warm-up cost the smoke more than it checks
+		}
+		if err := r.burstCase(ctx, burstCase{e, true, zk1}, zn, capd); err != nil {
 			return err
 		}
 	}
@@ -110,11 +139,11 @@ func (r *run) burstCase(ctx context.Context, c burstCase, n int, capd time.Durat
 	if !c.sessions {
 		name += leaseSuffix
 	}
-	s := &BurstRow{Target: etcd1.key, Store: etcd1.title, Lib: name, Role: string(c.e.Role), Sessions: c.sessions,
+	s := &BurstRow{Target: c.t.key, Store: c.t.title, Lib: name, Role: string(c.e.Role), Sessions: c.sessions,
 		Elections: n, LedMS: -1, CapMS: float64(capd.Milliseconds())}
 	r.rep.Burst = append(r.rep.Burst, s)
-	r.logf("burst on %s (a fresh server): %s, %d elections × %d candidates, every Campaign call at once", etcd1.title, name, n, burstClients)
-	env, stop, err := r.privateServer(etcd1)
+	r.logf("burst on %s (a fresh server): %s, %d elections × %d candidates, every Campaign call at once", c.t.title, name, n, burstClients)
+	env, stop, err := r.privateServer(c.t)
 	if err != nil {
 		s.Err = err.Error()
 		return nil
@@ -140,6 +169,9 @@ func (r *run) burstOne(ctx context.Context, bc burstCase, env libs.Env, s *Burst
 	var procs []peer.Process
 	if bc.sessions {
 		fleet, ok := lib.(peer.Fleet)
+		if f, isOf := lib.(peer.FleetOf); !ok && isOf {
+			fleet, ok = f.Fleet()
+		}
 		if !ok {
 			return fmt.Errorf("%s shares no sessions (peer.Fleet)", bc.e.Name)
 		}
@@ -156,18 +188,25 @@ func (r *run) burstOne(ctx context.Context, bc burstCase, env libs.Env, s *Burst
 			return err
 		}
 	}
-	member := newMemberMetrics(env.Endpoints[0])
+	var member serverCounter
+	serverRSS := r.serverRSS
+	elName := func(i int) string { return fmt.Sprintf("/bench/burst/%s/%s/%d", bc.t.key, slug(s.Lib), i) }
+	if bc.t.store == libs.ZK {
+		member, serverRSS = zkMonitor{addr: env.Servers[0]}, r.zkRSS
+		elName = func(i int) string { return fmt.Sprintf("/burst/e%05d", i) }
+	} else {
+		member = newMemberMetrics(env.Endpoints[0])
+	}
 	if _, err := member.received(ctx); err != nil {
 		return err
 	}
 	// The baseline: the clients (and Sessions) connected, no candidate.
 	h0, g0 := heapBaseline(burstClients * n)
-	prefix := fmt.Sprintf("/bench/burst/%s/%s", etcd1.key, slug(s.Lib))
 	cands := make([]peer.Candidate, 0, burstClients*n)
 	for i := range n {
 		for j := range burstClients {
 			var c peer.Candidate
-			el, id := fmt.Sprintf("%s/%d", prefix, i), fmt.Sprintf("p%d", j)
+			el, id := elName(i), fmt.Sprintf("p%d", j)
 			if bc.sessions {
 				c, err = procs[j].NewCandidate(ctx, el, id)
 			} else { // the pool deals its clients round robin: candidate j of each election on client j
@@ -239,7 +278,7 @@ func (r *run) burstOne(ctx context.Context, bc burstCase, env libs.Env, s *Burst
 	}()
 	r.logf("  %d Campaign calls started in %v", len(cands), time.Since(start).Round(time.Millisecond))
 	rss := func() {
-		v := float64(r.serverRSS()) / (1 << 20)
+		v := float64(serverRSS()) / (1 << 20)
 		s.PeakRSSMiB = max(s.PeakRSSMiB, v)
 		s.MemberRSSMiB = v
 	}
@@ -261,7 +300,7 @@ wait:
 		}
 		if time.Since(lastLog) >= 5*time.Second {
 			if m, err := member.received(ctx); err == nil {
-				r.logf("  %d of %d elections led; the member received %.0f requests/s over the last %v",
+				r.logf("  %d of %d elections led; the server received %.0f requests/s over the last %v",
 					nLed.Load(), n, float64(m.total-lastM.total)/time.Since(lastLog).Seconds(), time.Since(lastLog).Round(time.Second))
 				lastM = m
 			}
@@ -278,16 +317,20 @@ wait:
 	s.Requests = m1.total - m0.total
 	s.ReqPerSec = float64(s.Requests) / took.Seconds()
 	s.ByMethod = m1.sub(m0).top(4)
+	if bc.t.store == libs.ZK {
+		s.ByMethod = zkCensus(m1)
+	}
 	if s.Led < n {
 		s.Note = fmt.Sprintf("%d of %d elections led within %v", s.Led, n, capd)
-		r.logf("  %s; the member received %d requests (%.0f/s): %s", s.Note, s.Requests, s.ReqPerSec, s.ByMethod)
+		r.logf("  %s; the server received %d requests (%.0f/s): %s", s.Note, s.Requests, s.ReqPerSec, s.ByMethod)
 		return nil
 	}
 	s.LedMS = float64(ledAfter.Load()) / 1e6
-	r.logf("  all %d elections led after %s ms; the member received %d requests (%.0f/s): %s", n, ms(s.LedMS), s.Requests, s.ReqPerSec, s.ByMethod)
+	r.logf("  all %d elections led after %s ms; the server received %d requests (%.0f/s): %s", n, ms(s.LedMS), s.Requests, s.ReqPerSec, s.ByMethod)
 	// Quiet: the waiters' watches are made after their keys; wait until
-	// the member receives, renewals aside, at most one message per second
-	// per client (over a second), at most two TTLs.
+	// the server receives, renewals aside (etcd; ZooKeeper's pings are
+	// counted), at most one message per second per client (over a second),
+	// at most two TTLs.
 	for quietBy := time.Now().Add(2 * burstTTL); !r.cfg.Short; {
 		a, err := member.received(ctx)
 		if err != nil {
@@ -330,16 +373,74 @@ wait:
 		return err
 	}
 	s.Steady = float64(c1.total-c0.total) / time.Since(t0).Seconds()
+	if bc.t.store == libs.ZK {
+		s.ByMethod = zkCensus(c1)
+	}
 	sessions := burstClients
 	if !bc.sessions {
 		sessions = burstClients * n
 	}
 	s.SteadyPerSession = s.Steady / float64(sessions)
 	rss()
+	if j, ok := lib.(interface{ RSS() (int64, error) }); ok { // the library's own process: Curator's JVM
+		if v, err := j.RSS(); err == nil {
+			s.Note = strings.TrimPrefix(s.Note+fmt.Sprintf("; its candidates run in a JVM of %.0f MiB RSS at the end (not in the goroutine and heap columns)", float64(v)/(1<<20)), "; ")
+		}
+	}
 	s.Measured = true
-	r.logf("  quiet after %s ms; steady %.2f requests/s, %.2f per session; %.2f goroutines, %.0f heap bytes per election; member RSS %.0f MiB (peak %.0f)",
+	r.logf("  quiet after %s ms; steady %.2f requests/s, %.2f per session; %.2f goroutines, %.0f heap bytes per election; server RSS %.0f MiB (peak %.0f)",
 		ms(s.QuietMS), s.Steady, s.SteadyPerSession, s.Goroutines, s.HeapBytes, s.MemberRSSMiB, s.PeakRSSMiB)
 	return nil
+}
+
+// serverCounter reads a server's own count of the requests it received.
+type serverCounter interface {
+	received(ctx context.Context) (received, error)
+}
+
+// zkMonitor reads a ZooKeeper server's count of the packets it received
+// (zk_packets_received: requests and pings) with the mntr four-letter word
+// on its client port. A four-letter word is answered before any session
+// and adds nothing to the count. byMethod holds mntr's other integer
+// figures by name (zk_znode_count, zk_watch_count, …), not parts of the
+// total.
+type zkMonitor struct{ addr string }
+
+func (z zkMonitor) received(ctx context.Context) (received, error) {
+	if err := ctx.Err(); err != nil {
+		return received{}, err
+	}
+	out, err := zktest.FourLetter(z.addr, "mntr")
+	if err != nil {
+		return received{}, fmt.Errorf("the server's mntr: %w", err)
+	}
+	r := received{byMethod: map[string]int64{}}
+	found := false
+	for _, l := range strings.Split(out, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), "\t")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			continue
+		}
+		if k == "zk_packets_received" {
+			r.total, found = n, true
+			continue
+		}
+		r.byMethod[k] = n
+	}
+	if !found {
+		return received{}, fmt.Errorf("the server's mntr has no zk_packets_received: %.200q", out)
+	}
+	return r, nil
+}
+
+// zkCensus names a ZooKeeper server's znodes and watches in a reading of
+// zkMonitor.
+func zkCensus(m received) string {
+	return fmt.Sprintf("%s znodes, %s watches", thousands(int(m.byMethod["zk_znode_count"])), thousands(int(m.byMethod["zk_watch_count"])))
 }
 
 // memberMetrics reads an etcd member's own count of the gRPC messages

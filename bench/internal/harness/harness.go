@@ -122,6 +122,7 @@ type run struct {
 	etcd    map[int]*servers.Etcd
 	zk      map[int]*servers.ZK
 	private *servers.Etcd // the scale scenario's etcd of the moment
+	privZK  *servers.ZK   // the burst scenario's ZooKeeper of the moment
 	started time.Time
 }
 
@@ -264,7 +265,15 @@ func (r *run) privateServer(t target) (libs.Env, func(), error) {
 	if err != nil {
 		return libs.Env{}, nil, err
 	}
-	return libs.Env{Servers: z.Servers, Short: r.cfg.Short}, func() { _ = z.Close() }, nil
+	r.mu.Lock()
+	r.privZK = z
+	r.mu.Unlock()
+	return libs.Env{Servers: z.Servers, Short: r.cfg.Short}, func() {
+		r.mu.Lock()
+		r.privZK = nil
+		r.mu.Unlock()
+		_ = z.Close()
+	}, nil
 }
 
 // serverRSS returns the resident memory of the private etcd child (0 when
@@ -276,6 +285,18 @@ func (r *run) serverRSS() int64 {
 		return 0
 	}
 	rss, _ := r.private.RSS()
+	return rss
+}
+
+// zkRSS returns the resident memory of the private ZooKeeper servers' Java
+// processes, summed (0 when there are none).
+func (r *run) zkRSS() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.privZK == nil {
+		return 0
+	}
+	rss, _ := r.privZK.RSS()
 	return rss
 }
 

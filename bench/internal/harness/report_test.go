@@ -52,3 +52,31 @@ func TestTargets(t *testing.T) {
 		t.Error("no curve in the SVG")
 	}
 }
+
+// The burst start on ZooKeeper has one target, every election leads, and
+// is compared with no etcd row; its table row names the server's znodes
+// and watches.
+func TestBurstTargetsZK(t *testing.T) {
+	r := &Report{Burst: []*BurstRow{
+		{Target: zk1.key, Store: zk1.title, Lib: "backend/zk", Role: "ours", Sessions: true, Elections: 1000, LedMS: 900, Led: 1000,
+			Requests: 9000, ReqPerSec: 10000, ByMethod: "7,001 znodes, 2,000 watches", Measured: true, HeapBytes: 3000, Goroutines: 2},
+		{Target: zk1.key, Store: zk1.title, Lib: "backend/zk", Role: "ours", Sessions: true, Elections: 2000, LedMS: -1, Led: 5, CapMS: 1000},
+	}}
+	r.evaluate()
+	var got []string
+	for _, x := range r.Targets {
+		if strings.HasPrefix(x.What, "burst start") {
+			got = append(got, x.What+" | "+x.Want+" | "+x.Status)
+		}
+	}
+	want := []string{
+		"burst start, ZooKeeper, standalone, 1,000 × 3, backend/zk | every election leads | met",
+		"burst start, ZooKeeper, standalone, 2,000 × 3, backend/zk | every election leads | MISSED",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("burst targets:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if md := r.Markdown(); !strings.Contains(md, "| 1000 | backend/zk | 900 |") || !strings.Contains(md, "7,001 znodes, 2,000 watches") {
+		t.Errorf("the burst table lacks the ZooKeeper row:\n%s", md)
+	}
+}

@@ -115,7 +115,7 @@ func (r *Report) evaluate() {
 // Session per client, every election led in at most concurrency.Election's
 // time, at most 1 request/s per Session once idle, heap, goroutines and
 // member RSS at most concurrency.Election's; with a lease per Elector,
-// every election led.
+// every election led; on ZooKeeper, every election led.
 func (r *Report) evaluateBurst() {
 	for _, s := range r.Burst {
 		if s.Role != string(libs.Ours) {
@@ -128,6 +128,14 @@ func (r *Report) evaluateBurst() {
 		}
 		if !s.Sessions {
 			r.add(what, "every election leads", led+fmt.Sprintf("; the member received %.0f requests/s", s.ReqPerSec), s.LedMS >= 0, s.Err == "")
+			continue
+		}
+		if s.Target == zk1.key {
+			got := led + fmt.Sprintf("; the server received %.1f requests per election, %.0f/s", float64(s.Requests)/float64(s.Elections), s.ReqPerSec)
+			if s.Measured {
+				got += fmt.Sprintf("; %.0f heap bytes and %.2f goroutines per idle election", s.HeapBytes, s.Goroutines)
+			}
+			r.add(what, "every election leads", got, s.LedMS >= 0, s.Err == "")
 			continue
 		}
 		p := r.burstPeer(s)

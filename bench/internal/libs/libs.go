@@ -187,6 +187,44 @@ func (l relative) Registered(ctx context.Context, name string) (int, error) {
 	return c.Registered(ctx, rel(name))
 }
 
+// Fleet returns the library's peer.Fleet, its names relative as well, if
+// it has one. relative does not implement peer.Fleet itself: a scenario
+// that runs every Fleet (shards) leaves the wrapped library out; one that
+// asks (burst) gets it.
+func (l relative) Fleet() (peer.Fleet, bool) {
+	f, ok := l.Library.(peer.Fleet)
+	if !ok {
+		return nil, false
+	}
+	return relativeFleet{f}, true
+}
+
+type relativeFleet struct{ f peer.Fleet }
+
+func (f relativeFleet) NewProcess(ctx context.Context, ttl time.Duration) (peer.Process, error) {
+	p, err := f.f.NewProcess(ctx, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return relativeProcess{p}, nil
+}
+
+type relativeProcess struct{ peer.Process }
+
+func (p relativeProcess) NewCandidate(ctx context.Context, name, id string) (peer.Candidate, error) {
+	return p.Process.NewCandidate(ctx, rel(name), id)
+}
+
+// RSS passes the library's own process's resident memory on (a JVM's),
+// if it reports one.
+func (l relative) RSS() (int64, error) {
+	r, ok := l.Library.(interface{ RSS() (int64, error) })
+	if !ok {
+		return 0, fmt.Errorf("%s: no process of its own", l.Name())
+	}
+	return r.RSS()
+}
+
 // MaxCandidates passes the library's limit on (0: none).
 func (l relative) MaxCandidates() int {
 	if m, ok := l.Library.(peer.Limited); ok {

@@ -42,6 +42,9 @@ func peerEntries() []Entry {
 			if env.Short {
 				opts = append(opts, curator.WithWarmup(5))
 			}
+			if env.Scenario == "burst" { // thousands of latches in one JVM
+				opts = append(opts, curator.WithJVMArgs("-Xmx1g", "-XX:+UseSerialGC"))
+			}
 			l, err := curator.New(ctx, env.Servers, opts...)
 			if err != nil {
 				return nil, err

@@ -104,6 +104,13 @@ type Process interface {
 	Close() error
 }
 
+// FleetOf is implemented by a Library wrapper whose library may be a
+// Fleet, for the scenarios that ask for one explicitly (burst) rather than
+// run every Fleet (shards).
+type FleetOf interface {
+	Fleet() (Fleet, bool)
+}
+
 // Connector is implemented by a Library that shares a pool of clients
 // among its candidates (conns.Options.Pool) and can dial them before the
 // first candidate asks for one, so that a measurement begins with its

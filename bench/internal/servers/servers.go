@@ -151,6 +151,7 @@ func (e *Etcd) Close() error {
 type ZK struct {
 	Servers []string
 	stop    func()
+	pids    func() []int
 	dir     string
 }
 
@@ -171,6 +172,7 @@ func StartZK(n int) (*ZK, error) {
 			return nil, err
 		}
 		z.Servers, z.stop = []string{s.Addr}, s.Kill
+		z.pids = func() []int { return []int{s.PID()} }
 	} else {
 		en, err := zktest.StartEnsemble(dir, n)
 		if err != nil {
@@ -178,6 +180,13 @@ func StartZK(n int) (*ZK, error) {
 			return nil, err
 		}
 		z.Servers, z.stop = en.Addrs(), en.Stop
+		z.pids = func() []int {
+			var out []int
+			for _, s := range en.Servers {
+				out = append(out, s.PID())
+			}
+			return out
+		}
 	}
 	return z, nil
 }
@@ -188,9 +197,29 @@ func (z *ZK) Close() error {
 	return os.RemoveAll(z.dir)
 }
 
+// RSS returns the resident memory of the servers' Java processes, in
+// bytes, summed.
+func (z *ZK) RSS() (int64, error) {
+	var sum int64
+	for _, pid := range z.pids() {
+		if pid == 0 {
+			return 0, errors.New("servers: a ZooKeeper server is not running")
+		}
+		v, err := rssOf(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += v
+	}
+	return sum, nil
+}
+
 // RSS returns the resident memory of the etcd child process, in bytes.
-func (e *Etcd) RSS() (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.cmd.Process.Pid))
+func (e *Etcd) RSS() (int64, error) { return rssOf(e.cmd.Process.Pid) }
+
+// rssOf returns the VmRSS of process pid, in bytes.
+func rssOf(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}

@@ -21,9 +21,10 @@ import org.apache.curator.retry.ExponentialBackoffRetry;
  *
  * <pre>
  * in:  REQ new CID SESSION_MS CONNECTION_MS CONNECT_STRING
+ *      REQ share CID OWNER            a candidate on OWNER's client (close leaves the client open)
  *      REQ start CID GEN PATH ID      a new LeaderLatch, started
  *      REQ release CID                LeaderLatch.close(); answers the nanoTime taken just before
- *      REQ close CID                  closes the latch (if any) and the client
+ *      REQ close CID                  closes the latch (if any) and the client, if its own
  *      REQ ping
  *      REQ now                        answers System.nanoTime()
  * out: r REQ ok [VALUE]  |  r REQ err MESSAGE
@@ -41,11 +42,13 @@ public final class LatchHost {
     private static final class Candidate {
         final String cid;
         final CuratorFramework client;
+        final boolean owned; // close closes the client
         volatile LeaderLatch latch;
 
-        Candidate(String cid, CuratorFramework client) {
+        Candidate(String cid, CuratorFramework client, boolean owned) {
             this.cid = cid;
             this.client = client;
+            this.owned = owned;
         }
     }
 
@@ -116,7 +119,12 @@ public final class LatchHost {
                 client.close();
                 throw new IllegalStateException("not connected to " + f[5] + " within " + connMs + " ms");
             }
-            CANDIDATES.put(cid, new Candidate(cid, client));
+            CANDIDATES.put(cid, new Candidate(cid, client, true));
+            return "";
+        }
+        case "share": {
+            Candidate owner = get(f[3]);
+            CANDIDATES.put(f[2], new Candidate(f[2], owner.client, false));
             return "";
         }
         case "start": {
@@ -163,7 +171,9 @@ public final class LatchHost {
                     latch.close();
                 }
             } finally {
-                c.client.close();
+                if (c.owned) {
+                    c.client.close();
+                }
             }
             return "";
         }

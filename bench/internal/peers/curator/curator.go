@@ -300,15 +300,17 @@ type library struct {
 	dead    chan struct{}
 	reader  sync.WaitGroup
 
-	mu      sync.Mutex
-	nextReq int64
-	nextCID int64
-	nextGen int64
-	pending map[int64]chan reply
-	cands   map[string]*candidate
-	closed  bool
-	exitErr error      // why the JVM's output ended, set before dead closes
-	census  *gozk.Conn // Registered's own connection, made on first use
+	mu       sync.Mutex
+	nextReq  int64
+	nextCID  int64
+	nextGen  int64
+	nextProc int64
+	cmds     chan struct{} // start and release commands in flight of shared candidates
+	pending  map[int64]chan reply
+	cands    map[string]*candidate
+	closed   bool
+	exitErr  error      // why the JVM's output ended, set before dead closes
+	census   *gozk.Conn // Registered's own connection, made on first use
 }
 
 func start(dir string, o options, servers []string) (*library, error) {
@@ -318,7 +320,7 @@ func start(dir string, o options, servers []string) (*library, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	l := &library{
 		o: o, servers: servers, cmd: cmd, stderr: &tail{}, dead: make(chan struct{}),
-		pending: map[int64]chan reply{}, cands: map[string]*candidate{},
+		pending: map[int64]chan reply{}, cands: map[string]*candidate{}, cmds: make(chan struct{}, maxSharedCmds),
 	}
 	cmd.Stderr = l.stderr
 	stdin, err := cmd.StdinPipe()
@@ -562,6 +564,75 @@ func (l *library) Registered(ctx context.Context, name string) (int, error) {
 	return len(kids), nil
 }
 
+// NewProcess connects one CuratorFramework, session timeout ttl, through
+// its own proxies, on which the process's candidates — a LeaderLatch each,
+// of any election — all run, as a service with a leader per shard runs
+// them on one client.
+func (l *library) NewProcess(ctx context.Context, ttl time.Duration) (peer.Process, error) {
+	l.mu.Lock()
+	l.nextProc++
+	id := "process-" + strconv.FormatInt(l.nextProc, 10)
+	l.mu.Unlock()
+	c, err := l.NewCandidate(ctx, id, id, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return &process{owner: c.(*candidate)}, nil
+}
+
+// process is a CuratorFramework shared by its candidates.
+type process struct{ owner *candidate }
+
+// NewCandidate makes a candidate of the election called name on the
+// process's client; its Campaign starts a LeaderLatch there.
+func (p *process) NewCandidate(ctx context.Context, name, id string) (peer.Candidate, error) {
+	if err := checkWord("election name", name); err != nil {
+		return nil, err
+	}
+	if err := checkWord("candidate id", id); err != nil {
+		return nil, err
+	}
+	l := p.owner.lib
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, errLibClosed
+	}
+	l.nextCID++
+	c := &candidate{lib: l, cid: "c" + strconv.FormatInt(l.nextCID, 10), id: id, path: l.o.prefix + "/" + name, shared: true}
+	l.cands[c.cid] = c
+	l.mu.Unlock()
+	if _, err := l.call(ctx, "share", c.cid, p.owner.cid); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("curator: candidate %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// Counts: nothing is counted.
+func (p *process) Counts() peer.Counts { return peer.Counts{} }
+
+// Close closes the client (its candidates are closed first, by the caller).
+func (p *process) Close() error { return p.owner.Close() }
+
+// RSS returns the JVM's resident memory, in bytes.
+func (l *library) RSS() (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", l.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, ln := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(ln, "VmRSS:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb); err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("curator: the JVM has no VmRSS")
+}
+
 // MaxCandidates is the largest election run in one JVM in the benchmarks:
 // each candidate is a CuratorFramework with about four threads (500 took
 // some 2,000 threads and 370 MB).
@@ -607,6 +678,7 @@ type candidate struct {
 	id      string
 	path    string
 	proxies []*faultproxy.Proxy
+	shared  bool // on its process's client (NewProcess): no proxies of its own
 
 	mu      sync.Mutex
 	gen     int64         // the current latch; 0 = none
@@ -653,7 +725,7 @@ func (c *candidate) Campaign(ctx context.Context) (int64, error) {
 	gen, leading := c.gen, c.leading
 	c.mu.Unlock()
 	if begin {
-		if _, err := c.lib.call(ctx, "start", c.cid, strconv.FormatInt(gen, 10), c.path, c.id); err != nil {
+		if err := c.start(ctx, gen); err != nil {
 			c.mu.Lock()
 			if c.gen == gen {
 				c.gen = 0
@@ -680,6 +752,33 @@ func (c *candidate) Campaign(ctx context.Context) (int64, error) {
 	}
 }
 
+// start starts latch gen in the JVM. Candidates on a process's client
+// have at most maxSharedCmds start and release commands in flight among
+// them: a
+// service with a leader per shard starts thousands at once, and the JVM
+// runs each command in flight on a thread of its own.
+func (c *candidate) start(ctx context.Context, gen int64) error {
+	_, err := c.sharedCall(ctx, "start", c.cid, strconv.FormatInt(gen, 10), c.path, c.id)
+	return err
+}
+
+// sharedCall is lib.call, within maxSharedCmds for a shared candidate.
+func (c *candidate) sharedCall(ctx context.Context, args ...string) (string, error) {
+	if c.shared {
+		select {
+		case c.lib.cmds <- struct{}{}:
+			defer func() { <-c.lib.cmds }()
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
+	return c.lib.call(ctx, args...)
+}
+
+// maxSharedCmds bounds the start and release commands in flight of the
+// candidates on processes' clients.
+const maxSharedCmds = 64
+
 func (c *candidate) instant() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -695,7 +794,7 @@ func (c *candidate) Release(ctx context.Context) (int64, error) {
 	if gen == 0 {
 		return 0, fmt.Errorf("curator: candidate %s: %w", c.id, election.ErrNotLeader)
 	}
-	v, err := c.lib.call(ctx, "release", c.cid)
+	v, err := c.sharedCall(ctx, "release", c.cid)
 	c.mu.Lock()
 	if c.gen == gen {
 		c.gen = 0
@@ -713,6 +812,9 @@ func (c *candidate) Crash() (int64, error) {
 	defer c.mu.Unlock()
 	if c.closed {
 		return 0, fmt.Errorf("curator: candidate %s: %w", c.id, election.ErrClosed)
+	}
+	if c.shared {
+		return 0, fmt.Errorf("curator: candidate %s shares its process's client: nothing of its own to cut", c.id)
 	}
 	at := mono.Now()
 	for _, p := range c.proxies {

@@ -226,6 +226,67 @@ func TestCampaignCanceledWithdraws(t *testing.T) {
 	}
 }
 
+// TestProcessSharesOneClient: two processes (a CuratorFramework each),
+// candidates of two elections on each; every election gets a leader, a
+// released one hands over to the other process's candidate, and closing
+// a shared candidate leaves its process's client (and its other latch)
+// running.
+func TestProcessSharesOneClient(t *testing.T) {
+	l, zc := setup(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var procs [2]peer.Process
+	for i := range procs {
+		p, err := l.NewProcess(ctx, 4*time.Second)
+		if err != nil {
+			t.Fatalf("NewProcess: %v", err)
+		}
+		t.Cleanup(func() { p.Close() })
+		procs[i] = p
+	}
+	var cs [2][2]peer.Candidate // [election][process]
+	for e := range cs {
+		for i, p := range procs {
+			c, err := p.NewCandidate(ctx, fmt.Sprintf("shared-%d", e), fmt.Sprintf("p%d", i))
+			if err != nil {
+				t.Fatalf("NewCandidate: %v", err)
+			}
+			t.Cleanup(func() { c.Close() })
+			cs[e][i] = c
+		}
+	}
+	// Election 0: process 0 leads, process 1 waits; election 1 likewise.
+	for e := range cs {
+		if _, err := cs[e][0].Campaign(ctx); err != nil {
+			t.Fatalf("election %d: process 0 Campaign: %v", e, err)
+		}
+	}
+	waiting := [2]<-chan result{campaignAsync(ctx, cs[0][1]), campaignAsync(ctx, cs[1][1])}
+	for e := range cs {
+		waitChildren(t, zc, fmt.Sprintf("shared-%d", e), 2, 30*time.Second)
+	}
+	if _, err := cs[0][0].Crash(); err == nil {
+		t.Errorf("Crash of a shared candidate: no error")
+	}
+	if _, err := cs[0][0].Release(ctx); err != nil {
+		t.Fatalf("election 0: Release: %v", err)
+	}
+	if r := <-waiting[0]; r.err != nil {
+		t.Fatalf("election 0: process 1 Campaign: %v", r.err)
+	}
+	// Closing election 0's candidate of process 0 leaves process 0's
+	// client open: it still leads election 1, which hands over on release.
+	if err := cs[0][0].Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := cs[1][0].Release(ctx); err != nil {
+		t.Fatalf("election 1: Release after a sibling's Close: %v", err)
+	}
+	if r := <-waiting[1]; r.err != nil {
+		t.Fatalf("election 1: process 1 Campaign: %v", r.err)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	ctx := context.Background()
 	for name, opts := range map[string][]Option{
