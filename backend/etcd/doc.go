@@ -57,7 +57,9 @@
 // arrival read found no leader key: the claim's windows are some 4 KB in
 // etcd's log, which a queue filling up behind a leader does without), so
 // the first candidate of an empty election leads in one write. Otherwise
-// the candidacy's goroutine waits:
+// the candidacy waits — parked, with no goroutine of its own: its watch is
+// an entry on the client's one shared watch stream, and a response, its
+// end or a poll runs it again — as follows:
 //
 //   - with candidates ahead, it watches the range from its own key to the
 //     key just ahead of it — or, when that key heads the queue, to the

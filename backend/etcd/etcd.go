@@ -57,7 +57,7 @@ type Elector struct {
 	// candidacies for Campaign (releasePending) is done; nil when none runs.
 	releasing chan struct{}
 	terms     skeleton.Terms // Terms whose hooks may still run: Close waits for them
-	obs       *watch.Feed    // Observe: one watcher per Elector, started by the first stream
+	obs       *watch.Feed    // Observe: one watcher per Elector, made and started by the first stream
 }
 
 // candidacy is one queue key under one session, from Campaign until it is
@@ -93,6 +93,37 @@ type candidacy struct {
 	token    int64 // the leader key's create revision once leading (guarded by Elector.mu)
 	keyGone  bool  // its keys were deleted; only a private lease is left to revoke (guarded by Elector.mu)
 	retrying bool  // releaseShared runs for it (guarded by Elector.mu)
+
+	// What halt calls besides canceling ctx (whenHalted): a context's
+	// children or AfterFuncs would give each candidacy a map of them
+	// for good, and a process may hold thousands of candidacies.
+	hookMu sync.Mutex
+	hooks  []*func()
+	halted bool
+}
+
+// whenHalted makes f be called when c halts, at once if it has; the
+// returned func forgets f (if it has not been called).
+func (c *candidacy) whenHalted(f func()) (forget func()) {
+	c.hookMu.Lock()
+	if c.halted {
+		c.hookMu.Unlock()
+		f()
+		return func() {}
+	}
+	h := &f
+	c.hooks = append(c.hooks, h)
+	c.hookMu.Unlock()
+	return func() {
+		c.hookMu.Lock()
+		defer c.hookMu.Unlock()
+		for i, x := range c.hooks {
+			if x == h {
+				c.hooks = append(c.hooks[:i], c.hooks[i+1:]...)
+				return
+			}
+		}
+	}
 }
 
 func (c *candidacy) halt() {
@@ -100,6 +131,14 @@ func (c *candidacy) halt() {
 		close(c.stop)
 		if c.cancel != nil {
 			c.cancel()
+		}
+		c.hookMu.Lock()
+		c.halted = true
+		hooks := c.hooks
+		c.hooks = nil
+		c.hookMu.Unlock()
+		for _, h := range hooks {
+			(*h)()
 		}
 		if c.s != nil {
 			c.s.leave(c)
@@ -158,7 +197,7 @@ func newElector(cli *clientv3.Client, s *Session, name string, opts []election.O
 	gate := skeleton.NewGate()
 	return &Elector{
 		cli: cli, name: name, lay: newLayout(name), o: o, log: o.Logger, sess: s,
-		gate: gate, closing: gate.Closing(), bg: bg, stopBg: stop, obs: watch.NewFeed(),
+		gate: gate, closing: gate.Closing(), bg: bg, stopBg: stop,
 	}, nil
 }
 
@@ -356,7 +395,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	}
 	// The candidacy's end (its session lost, Close) ends the create and
 	// its wait for a slot of the limiter.
-	defer context.AfterFunc(c.ctx, cancel)()
+	defer c.whenHalted(cancel)()
 	// The create reads the first window above the key only: in a queue
 	// filling up it holds the key just ahead; otherwise the candidacy's
 	// goroutine reads on (a read-only look) rather than carry every

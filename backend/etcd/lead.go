@@ -1,9 +1,9 @@
 package etcd
 
 import (
-	"context"
 	"errors"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -41,42 +41,45 @@ func (f *follower) guard(token int64) {
 			if p.preempt(token) {
 				return
 			}
-		case wr, ok := <-f.w.ch:
-			if !ok || wr.Err() != nil || wr.Canceled {
+		case <-f.w.mw.readyC():
+			resps, werr := f.w.mw.take()
+			for _, wr := range resps {
+				if wr.Created {
+					f.w.created = true
+					c.watched.Store(true)
+					f.retried()
+				}
+				for _, pev := range wr.Events {
+					ev := (*clientv3.Event)(pev)
+					if ev.Kv.ModRevision <= seen {
+						continue
+					}
+					var err error
+					switch string(ev.Kv.Key) {
+					case c.key:
+						err = e.ownEvent(c, ev)
+					case e.lay.leader:
+						err = e.leaderEvent(c, token, ev)
+					case e.lay.request:
+						if f.request(ev, token) {
+							return // handed over
+						}
+					default:
+						p.event(ev)
+					}
+					if err != nil {
+						e.oust(c, err)
+						return
+					}
+				}
+			}
+			if werr != nil {
 				c.watched.Store(false)
 				f.closeWatch()
-				if err := wr.Err(); err != nil && c.ctx.Err() == nil {
-					e.retryLog(c, "watching the leader key", err)
+				if c.ctx.Err() == nil {
+					e.retryLog(c, "watching the leader key", werr)
 				}
-				if e.pause(c.ctx, c, f.retry.NextBackOff()) != nil {
-					return
-				}
-				continue
-			}
-			if wr.Created {
-				f.w.created = true
-				c.watched.Store(true)
-				f.retry.Reset()
-			}
-			for _, ev := range wr.Events {
-				if ev.Kv.ModRevision <= seen {
-					continue
-				}
-				var err error
-				switch string(ev.Kv.Key) {
-				case c.key:
-					err = e.ownEvent(c, ev)
-				case e.lay.leader:
-					err = e.leaderEvent(c, token, ev)
-				case e.lay.request:
-					if f.request(ev, token) {
-						return // handed over
-					}
-				default:
-					p.event(ev)
-				}
-				if err != nil {
-					e.oust(c, err)
+				if e.pause(c.ctx, c, f.nextRetry()) != nil {
 					return
 				}
 			}
@@ -92,17 +95,13 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 	e, c := f.e, f.c
 	for c.ctx.Err() == nil {
 		f.closeWatch()
-		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(c.ctx))
-		f.w = &rangeWatch{end: after(e.lay.request), cancel: cancel,
-			ch: e.cli.Watch(ctx, c.key, clientv3.WithRange(after(e.lay.request)), clientv3.WithCreatedNotify())}
-		wr, ok := <-f.w.ch
-		if !ok || wr.Err() != nil || wr.Canceled || !wr.Created {
-			if f.failed("watching the leader key", orClosed(wr.Err())) {
+		f.w = &rangeWatch{end: after(e.lay.request), mw: muxOf(e.cli).watch(c.key, after(e.lay.request), 0)}
+		if err := f.awaitCreated(); err != nil {
+			if f.failed("watching the leader key", err) {
 				return 0, false
 			}
 			continue
 		}
-		f.w.created = true
 		ops := []clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(e.lay.leader)}
 		if p.on() {
 			// The candidates above c, of higher priority (preemption).
@@ -141,11 +140,45 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 	return 0, false
 }
 
-func orClosed(err error) error {
-	if err == nil {
-		return errors.New("the watch closed")
+// awaitCreated waits until etcd confirms the creation of f's watch, and
+// returns why not if it broke first or the candidacy ended. Events that
+// come with or after the confirmation stay for the next take.
+func (f *follower) awaitCreated() error {
+	mw := f.w.mw
+	for {
+		select {
+		case <-f.c.ctx.Done():
+			return f.c.ctx.Err()
+		case <-mw.readyC():
+		}
+		mw.mu.Lock()
+		created := false
+		for i, wr := range mw.resps {
+			if wr.Created {
+				created = true
+				mw.resps = mw.resps[i+1:]
+				if len(wr.Events) > 0 {
+					mw.resps = append([]*pb.WatchResponse{{Events: wr.Events}}, mw.resps...)
+				}
+				break
+			}
+		}
+		if created && len(mw.resps) > 0 {
+			select {
+			case mw.ready <- struct{}{}: // made by readyC above
+			default:
+			}
+		}
+		err := mw.err
+		mw.mu.Unlock()
+		if created {
+			f.w.created = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return err
 }
 
 // renewLoop renews c's Term with its session: at each of the session's

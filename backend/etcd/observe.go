@@ -60,6 +60,9 @@ func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
 	if e.closed || ctx == nil { // Close may be waiting on wg: start nothing
 		return watch.Closed()
 	}
+	if e.obs == nil {
+		e.obs = watch.NewFeed() // made at the first Observe: most Electors never observe
+	}
 	return e.obs.Stream(ctx, e.closing, &e.wg, e.observeLoop)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -22,8 +23,9 @@ import (
 // a lease. Reading the queue is view.go's, creating the leader key
 // claim.go's, guarding the leadership lead.go's.
 //
-// A candidacy's goroutine (follow) keeps one watch, on the range from its
-// own queue key up to what it waits for:
+// A candidacy (follow) keeps one watch, on the client's shared watch
+// stream (mux.go), on the range from its own queue key up to what it
+// waits for; while it waits, no goroutine runs it (wait parks it):
 //
 //   - a waiter with candidates ahead watches up to the key just ahead of
 //     it, or, when that key heads the queue, up to the leader key;
@@ -55,9 +57,8 @@ const oldLayoutPoll = 500 * time.Millisecond
 // rangeWatch is a candidacy's watch on [its key, end).
 type rangeWatch struct {
 	end     string
-	skip    string // a key of the range whose changes do not concern c, or ""
-	ch      clientv3.WatchChan
-	cancel  context.CancelFunc
+	skip    string    // a key of the range whose changes do not concern c, or ""
+	mw      *muxWatch // on the client's shared watch stream (mux.go)
 	created bool
 	// ahead, when the range ends just past the key ahead of c (not at the
 	// leader key): the candidates' keys in the range, which the watch's
@@ -100,45 +101,76 @@ type follower struct {
 	e      *Elector
 	c      *candidacy
 	w      *rangeWatch
-	from   string // where the read of the queue above c begins: past keys without a lease
-	floor  int64  // the revision of a deletion the next read must have seen
-	warned map[string]bool
+	from   string          // where the read of the queue above c begins: past keys without a lease
+	floor  int64           // the revision of a deletion the next read must have seen
+	warned map[string]bool // made at the first warning
 	// touched: c's own key was put again with its value and lease kept —
 	// a leader handing over to c touches it so that c's watch wakes it.
 	touched bool
 	// retry: the pauses before trying again after a failed request or a
-	// broken watch; reset once a request or watch works.
+	// broken watch (made at the first); reset once a request or watch
+	// works.
 	retry *backoff.ExponentialBackOff
+
+	// The wait in progress (waitTurn): its revision and poll, and what
+	// the try after it does.
+	inWait      bool
+	waitRev     int64
+	waitPoll    time.Duration
+	claimNext   bool
+	handoffNext bool
+	pmu         sync.Mutex // guards the park below
+	parked      bool       // no goroutine runs the candidacy: one of the wakers below starts one
+	parkGen     int        // counts the parks
+	pollDue     bool       // the parked wait's poll ran out
+	stopCtxWake func()     // forgets the wake on the candidacy's halt
+	pollTimer   *time.Timer
 }
 
 // follow runs candidacy c from its first view until it ends: waiting,
 // leading (it creates the leader key and starts the Term), then guarding
-// its keys.
+// its keys. The caller has counted it in e.wg, which it leaves when the
+// candidacy's goroutine ends for good: a waiting candidacy is parked with
+// no goroutine (wait), and counts in e.wg all the same.
 //
 // A token > 0 says that c's create made it leader (start), its Term
 // counting from sent.
 func (e *Elector) follow(c *candidacy, v *view, token int64, sent time.Time) {
-	defer e.wg.Done()
-	f := &follower{e: e, c: c, from: after(c.key), warned: map[string]bool{}, retry: retryBackoff(maxRetryWait)}
+	f := &follower{e: e, c: c, from: after(c.key)}
 	if v == nil {
 		f.floor = c.rev // a serializable read that has seen c's key will do
 	}
-	defer f.closeWatch()
+	f.run(v, token, sent)
+}
+
+// run runs the candidacy until it parks or ends.
+func (f *follower) run(v *view, token int64, sent time.Time) {
 	if token == 0 {
-		var ok bool
-		if token, sent, ok = f.waitTurn(v); !ok {
+		var parked bool
+		token, sent, parked = f.waitTurn(v)
+		if parked {
+			return
+		}
+		if token == 0 {
+			f.exit()
 			return
 		}
 	}
-	if !f.elect(token, sent) {
-		return
+	if f.elect(token, sent) {
+		f.guard(token)
 	}
-	f.guard(token)
+	f.exit()
+}
+
+// exit ends the candidacy's goroutine for good.
+func (f *follower) exit() {
+	f.closeWatch()
+	f.e.wg.Done()
 }
 
 func (f *follower) closeWatch() {
 	if f.w != nil {
-		f.w.cancel()
+		f.w.mw.cancel()
 		f.w = nil
 	}
 }
@@ -155,27 +187,43 @@ func (f *follower) watchSkipping(end, skip string, rev int64) {
 		return
 	}
 	f.closeWatch()
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(f.c.ctx))
-	f.w = &rangeWatch{end: end, skip: skip, cancel: cancel,
-		ch: f.e.cli.Watch(ctx, f.c.key, clientv3.WithRange(end), clientv3.WithRev(rev), clientv3.WithCreatedNotify())}
+	f.w = &rangeWatch{end: end, skip: skip, mw: muxOf(f.e.cli).watch(f.c.key, end, rev)}
 }
 
 // waitTurn waits until c heads the queue with no leader, and creates the
 // leader key. It returns the token and the send time of the renewal the
-// Term counts from, or false if the candidacy ended.
-func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
+// Term counts from; a token of 0 if the candidacy ended; or parked if it
+// waits on its watch with no goroutine (wait), to be run again (run) by
+// what wakes it.
+func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) {
 	e, c := f.e, f.c
-	claim, handoff := false, false
 	for c.ctx.Err() == nil {
-		if claim || handoff {
+		if f.inWait {
+			claim, err, parked := f.wait(f.waitRev, f.waitPoll)
+			if parked {
+				return 0, time.Time{}, true
+			}
+			f.inWait = false
+			if err != nil {
+				e.oust(c, err)
+				return 0, time.Time{}, false
+			}
+			f.claimNext = claim
+			if f.touched {
+				f.touched, f.claimNext, f.handoffNext = false, false, true
+			}
+			v, f.from = nil, after(c.key)
+			continue
+		}
+		if claim, handoff := f.claimNext, f.handoffNext; claim || handoff {
 			try := f.claim
 			if handoff {
 				try = f.claimHandoff
 			}
-			claim, handoff = false, false
+			f.claimNext, f.handoffNext = false, false
 			nv, token, sent, err := try()
 			if err == nil {
-				f.retry.Reset()
+				f.retried()
 			}
 			switch {
 			case err != nil:
@@ -184,7 +232,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 				}
 				continue
 			case nv == nil:
-				return token, sent, true
+				return token, sent, false
 			}
 			v = nv
 		}
@@ -197,7 +245,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 				}
 				continue
 			}
-			f.retry.Reset()
+			f.retried()
 			v = nv
 		}
 		if err := e.checkOwn(c, v.own); err != nil {
@@ -214,10 +262,10 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 				}
 				continue
 			}
-			return l.CreateRevision, sent, true
+			return l.CreateRevision, sent, false
 		}
 		if t := v.transfer; t != nil && t.Lease == int64(c.s.lease) && string(t.Value) == c.key && v.leader == nil {
-			handoff = true // the leader handed over to c
+			f.handoffNext = true // the leader handed over to c
 			continue
 		}
 		if len(v.above) > 0 && v.above[0].Lease == 0 {
@@ -274,19 +322,10 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 			}
 			f.watch(after(e.lay.transfer), v.rev+1)
 		default:
-			claim = true
+			f.claimNext = true
 			continue
 		}
-		var err error
-		claim, err = f.wait(v.rev, poll)
-		if err != nil {
-			e.oust(c, err)
-			return 0, time.Time{}, false
-		}
-		if f.touched {
-			f.touched, claim, handoff = false, false, true
-		}
-		v, f.from = nil, after(c.key)
+		f.inWait, f.waitRev, f.waitPoll = true, v.rev, poll
 	}
 	return 0, time.Time{}, false
 }
@@ -298,37 +337,49 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, ok bool) {
 // now, and tries to lead at once (the attempt reads the queue again if
 // not). A change of c's own key is returned as the error that ends the
 // candidacy.
-func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error) {
-	defer f.c.waiting.Store(false)
-	f.c.waiting.Store(f.w.created)
-	var tc <-chan time.Time
-	if poll > 0 {
-		t := time.NewTimer(poll)
-		defer t.Stop()
-		tc = t.C
+//
+// While nothing has arrived it parks the candidacy (parked): its goroutine
+// ends, and the first of the watch's next response, the candidacy's end
+// and the poll starts it again (wake), which calls wait again. An idle
+// waiter is its follower and its watch's entry on the shared stream: no
+// goroutine.
+func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error, parked bool) {
+	if poll > 0 && f.pollTimer == nil {
+		f.pmu.Lock()
+		f.pollDue = false
+		f.pollTimer = time.AfterFunc(poll, f.pollWake)
+		f.pmu.Unlock()
 	}
-	for {
-		select {
-		case <-f.c.ctx.Done():
-			return false, nil
-		case <-tc:
-			return false, nil
-		case wr, ok := <-f.w.ch:
-			if !ok || wr.Err() != nil || wr.Canceled {
-				f.closeWatch()
-				// The queue is read again, and the watch opened again,
-				// after a pause: a watch that breaks as it opens (no
-				// leader in the cluster, a member going away) must not
-				// make every waiter read the queue as fast as it can.
-				f.e.pause(f.c.ctx, f.c, f.retry.NextBackOff()) //nolint:errcheck // the loop checks the candidacy
-				return false, nil
+	defer func() {
+		if !parked {
+			f.c.waiting.Store(false)
+			f.pmu.Lock()
+			if f.pollTimer != nil {
+				f.pollTimer.Stop()
+				f.pollTimer = nil
 			}
+			f.pmu.Unlock()
+		}
+	}()
+	for {
+		if f.c.ctx.Err() != nil {
+			return false, nil, false
+		}
+		f.pmu.Lock()
+		due := f.pollDue
+		f.pmu.Unlock()
+		if due {
+			return false, nil, false
+		}
+		resps, werr := f.w.mw.take()
+		changed := false
+		for _, wr := range resps {
 			if wr.Created {
 				f.w.created = true
-				f.c.waiting.Store(true)
 			}
-			changed, last := false, int64(0)
-			for _, ev := range wr.Events {
+			last := int64(0)
+			for _, pev := range wr.Events {
+				ev := (*clientv3.Event)(pev)
 				kv := ev.Kv
 				if kv.ModRevision <= rev {
 					continue
@@ -336,7 +387,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 				last = max(last, kv.ModRevision)
 				if string(kv.Key) == f.c.key {
 					if err := f.e.ownEvent(f.c, ev); err != nil {
-						return false, err
+						return false, err, false
 					}
 					f.touched, changed = true, true // a hand-over to c, most likely
 					continue
@@ -357,11 +408,100 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error)
 				}
 			}
 			if changed {
-				return deleted, nil
+				return deleted, nil, false
 			}
-			f.narrow(last)
+			if w := f.w; werr == nil {
+				if f.narrow(last); f.w != w {
+					// The rest came from the wider watch: the
+					// narrower one covers what concerns c from last on.
+					resps, werr = nil, nil
+					break
+				}
+			}
+		}
+		if werr != nil {
+			f.closeWatch()
+			// The queue is read again, and the watch opened again,
+			// after a pause: a watch that breaks as it opens (no
+			// leader in the cluster, a member going away) must not
+			// make every waiter read the queue as fast as it can.
+			f.e.pause(f.c.ctx, f.c, f.nextRetry()) //nolint:errcheck // the loop checks the candidacy
+			return false, nil, false
+		}
+		f.c.waiting.Store(f.w.created)
+		if f.park() {
+			return false, nil, true
 		}
 	}
+}
+
+// park arms the wakers of a waiting candidacy — its watch's next
+// response, its end, the poll — and reports whether it parked: false if
+// a response arrived meanwhile (the caller takes it). Once it parked, the
+// caller's goroutine must not touch f again.
+func (f *follower) park() bool {
+	f.pmu.Lock()
+	if f.pollDue {
+		f.pmu.Unlock()
+		return false
+	}
+	f.parked = true
+	f.parkGen++
+	gen := f.parkGen
+	if !f.w.mw.onReady(f.wake) {
+		f.parked = false
+		f.pmu.Unlock()
+		return false
+	}
+	f.pmu.Unlock()
+	// From here on a waker may run the candidacy in another goroutine:
+	// only what f.pmu guards is touched. The halt hook is set outside the
+	// lock, since a halted candidacy calls it at once.
+	forget := f.c.whenHalted(f.wake)
+	f.pmu.Lock()
+	if f.parked && f.parkGen == gen {
+		f.stopCtxWake = forget
+		forget = nil
+	}
+	f.pmu.Unlock()
+	if forget != nil {
+		forget() // woken meanwhile
+	}
+	return true
+}
+
+// wake runs a parked candidacy again, in a goroutine of its own; it is
+// called by whichever of its wakers comes first, and does nothing after.
+func (f *follower) wake() {
+	f.pmu.Lock()
+	if !f.parked {
+		f.pmu.Unlock()
+		return
+	}
+	f.parked = false
+	forget := f.stopCtxWake
+	f.stopCtxWake = nil
+	f.pmu.Unlock()
+	if forget != nil {
+		forget()
+	}
+	go f.resume()
+}
+
+// resume runs a candidacy woken from its park.
+func (f *follower) resume() {
+	if f.w != nil {
+		f.w.mw.noWake()
+	}
+	f.run(nil, 0, time.Time{})
+}
+
+// pollWake ends a wait's poll.
+func (f *follower) pollWake() {
+	f.pmu.Lock()
+	f.pollDue = true
+	f.pmu.Unlock()
+	f.wake()
 }
 
 // narrow moves the watch's end to just past the nearest key ahead of c
@@ -429,13 +569,31 @@ func (f *follower) failed(what string, err error) bool {
 		return true
 	}
 	e.retryLog(c, what, err)
-	return e.pause(c.ctx, c, f.retry.NextBackOff()) != nil
+	return e.pause(c.ctx, c, f.nextRetry()) != nil
 }
 
 func (f *follower) warn(kv *mvccpb.KeyValue, msg string) {
 	if !f.warned[string(kv.Key)] {
+		if f.warned == nil {
+			f.warned = map[string]bool{}
+		}
 		f.warned[string(kv.Key)] = true
 		f.e.log.Warn("etcd election: "+msg, "key", string(kv.Key), "create_revision", kv.CreateRevision, "lease", fmt.Sprintf("%016x", uint64(kv.Lease)))
+	}
+}
+
+// nextRetry returns the pause before the next try of a failed request.
+func (f *follower) nextRetry() time.Duration {
+	if f.retry == nil {
+		f.retry = retryBackoff(maxRetryWait)
+	}
+	return f.retry.NextBackOff()
+}
+
+// retried notes that a request or watch worked: the pauses start over.
+func (f *follower) retried() {
+	if f.retry != nil {
+		f.retry.Reset()
 	}
 }
 

@@ -378,19 +378,28 @@ func TestCampaignOutlastsSlowWatchOpening(t *testing.T) {
 	}
 }
 
-// A Term that ends as Campaign makes it (it began expired: the watch
-// opened slowly and no renewal went through) is no Resign: Campaign
-// returns why it ended, ErrLeaseExpired, naming the election — never
-// ErrResigned, which the candidacy's stop, as the Term's end withdraws
-// it, used to say.
+// A Term that ends as Campaign makes it (it began expired: the reply to
+// the create that claimed came later than a lease window, and no renewal
+// went through) is no Resign: Campaign returns why it ended,
+// ErrLeaseExpired, naming the election — never ErrResigned, which the
+// candidacy's stop, as the Term's end withdraws it, used to say.
 func TestTermEndingAsItBeginsIsNotResigned(t *testing.T) {
 	eps := startEtcd(t)
 	ctx := ctxT(t)
-	watch := &slowOpen{method: methodWatch, d: 600 * time.Millisecond} // > the window, 0.5 s
-	keep := &slowOpen{method: methodKeepAlive, d: -1}                  // no renewal ever
-	cli := slowClient(t, eps, watch, keep)
+	slowTxn := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if method == "/etcdserverpb.KV/Txn" {
+			select {
+			case <-time.After(600 * time.Millisecond): // > the window, 0.5 s
+			case <-ctx.Done():
+			}
+		}
+		return err
+	}
+	keep := &slowOpen{method: methodKeepAlive, d: -1} // no renewal ever
+	cli := dialClient(t, eps, grpc.WithChainStreamInterceptor(keep.stream), grpc.WithChainUnaryInterceptor(slowTxn))
 	a := newElector(t, cli, "/expiring", "a", election.WithTTL(time.Second), election.WithMargin(490*time.Millisecond))
-	for i := range 6 {
+	for i := range 3 {
 		term, err := a.Campaign(ctx)
 		if term != nil || !errors.Is(err, election.ErrLeaseExpired) || errors.Is(err, election.ErrResigned) || !strings.Contains(err.Error(), "/expiring") {
 			t.Fatalf("Campaign %d, its Term begun expired = %v, %v; want ErrLeaseExpired naming the election", i, term, err)
