@@ -61,6 +61,13 @@ func ResignContext(ctx context.Context, bound time.Duration) (context.Context, c
 		base, stopDeadline = context.WithDeadline(base, d)
 	}
 	rctx, cancel := context.WithCancelCause(base)
+	if err := ctx.Err(); err != nil && !termEnded(context.Cause(ctx)) {
+		// Canceled already, not by a Term's end: so is rctx, now (an
+		// AfterFunc would cancel it a moment later, after a request
+		// may have gone out).
+		cancel(err)
+		return rctx, func() { cancel(context.Canceled); stopDeadline() }
+	}
 	var (
 		mu      sync.Mutex
 		stopped bool

@@ -75,6 +75,21 @@ func TestResignContextCanceledWithCtx(t *testing.T) {
 	}
 }
 
+// A ctx canceled already, not by a Term's end, gives a context that has
+// ended when ResignContext returns: no request may go out on it first.
+func TestResignContextCanceledAlready(t *testing.T) {
+	for range 100 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		rctx, rcancel := ResignContext(ctx, bound)
+		err, cause := rctx.Err(), context.Cause(rctx)
+		rcancel()
+		if err != context.Canceled || cause != context.Canceled {
+			t.Fatalf("Err = %v, Cause = %v at return; want context.Canceled", err, cause)
+		}
+	}
+}
+
 // A ctx canceled because a Term ended leaves the returned one alive for
 // bound from that moment.
 func TestResignContextOutlivesTheTerm(t *testing.T) {
