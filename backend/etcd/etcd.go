@@ -52,6 +52,7 @@ type Elector struct {
 	mu      sync.Mutex
 	closed  bool
 	cand    *candidacy
+	queuing *candidacy   // being queued (queue), not yet cand: Close halts it
 	pending []*candidacy // ended, but their keys or lease not yet released
 	// releasing is closed when the goroutine releasing the pending
 	// candidacies for Campaign (releasePending) is done; nil when none runs.
@@ -386,7 +387,26 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		stop: make(chan struct{}), lost: make(chan struct{}), elected: make(chan struct{})}
 	c.leaderRec = string(record.EncodeLeader(e.o, e.o.Value, c.key))
 	c.leader = election.Leader{ID: e.o.ID, Value: e.o.Value, Priority: e.o.Priority}
-	c.ctx, c.cancel = context.WithCancel(e.bg)
+	// c.ctx is not a child of e.bg: the children map a context keeps
+	// would stay with each Elector for good, and a process may hold
+	// thousands of them. Close halts the candidacy being queued (queuing)
+	// as it ends the current one.
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		c.halt()
+		return nil, election.ErrClosed
+	}
+	e.queuing = c
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		if e.queuing == c {
+			e.queuing = nil
+		}
+		e.mu.Unlock()
+	}()
 	// A session's loss names no election (a Session carries many): the
 	// candidacy's cause names its own.
 	if err := s.join(c, func(err error) { e.lose(c, fmt.Errorf("etcd election %s: %w", e.name, err)) }); err != nil {
@@ -885,7 +905,11 @@ func (e *Elector) Close() error {
 		e.pending = append(e.pending, c)
 	}
 	releasing := e.releasing
+	queuing := e.queuing
 	e.mu.Unlock()
+	if queuing != nil {
+		queuing.halt() // its create ends; queue releases what it made
+	}
 	if c != nil {
 		e.end(c, election.ErrClosed)
 	}
