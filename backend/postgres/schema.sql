@@ -45,20 +45,67 @@ CREATE TABLE IF NOT EXISTS election.candidates (
 );
 CREATE INDEX IF NOT EXISTS candidates_queue ON election.candidates (name, priority DESC, arrival);
 
+-- A candidate's row deleted by anyone but the candidate itself (an
+-- operator, or the cleanup of rows whose heartbeats stopped) wakes it, so
+-- that it queues again at once.
+CREATE OR REPLACE FUNCTION election.candidate_deleted() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	IF coalesce(current_setting('election.quiet', true), '') <> 'on' THEN
+		PERFORM pg_notify(OLD.channel, '');
+	END IF;
+	RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER deleted AFTER DELETE ON election.candidates
+	FOR EACH ROW EXECUTE FUNCTION election.candidate_deleted();
+
 -- The channel that every change of an election's row is announced on
 -- (observers and the leader listen to it), and the one of the whole schema
 -- (a TRUNCATE).
 CREATE OR REPLACE FUNCTION election.channel(p_name text) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$ SELECT 'el_' || md5('election/' || p_name) $$;
 
+-- wake_next wakes the one candidate that may claim election p_name now,
+-- if it has no valid leader: the successor a hand-over named while it
+-- waits, else the first in line.
+CREATE OR REPLACE FUNCTION election.wake_next(p_name text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+	e election.elections;
+	ch text;
+	t timestamptz := clock_timestamp();
+BEGIN
+	SELECT * INTO e FROM election.elections WHERE name = p_name;
+	IF FOUND AND e.leader IS NOT NULL AND e.expires > t THEN
+		RETURN;
+	END IF;
+	IF FOUND AND e.successor IS NOT NULL AND e.successor_until > t THEN
+		SELECT channel INTO ch FROM election.candidates
+			WHERE name = p_name AND id = e.successor AND expires > t ORDER BY arrival LIMIT 1;
+	END IF;
+	IF ch IS NULL THEN
+		SELECT channel INTO ch FROM election.candidates
+			WHERE name = p_name AND expires > t ORDER BY priority DESC, arrival LIMIT 1;
+	END IF;
+	IF ch IS NOT NULL THEN
+		PERFORM pg_notify(ch, '');
+	END IF;
+END $$;
+
 -- Announces every change of an election's row but a leader's renewal
--- (which sets election.quiet): claims, releases, and an operator's
--- INSERT, UPDATE, DELETE or TRUNCATE.
+-- (which sets election.quiet) on the election's channel: claims, releases,
+-- and an operator's INSERT, UPDATE, DELETE or TRUNCATE; and wakes the
+-- candidate that may claim it now, if any (wake_next).
 CREATE OR REPLACE FUNCTION election.changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+	n text;
 BEGIN
 	IF TG_OP = 'TRUNCATE' THEN
 		PERFORM pg_notify('el_' || md5('election'), '');
+		FOR n IN SELECT DISTINCT name FROM election.candidates LOOP
+			PERFORM election.wake_next(n);
+		END LOOP;
 		RETURN NULL;
 	END IF;
 	IF coalesce(current_setting('election.quiet', true), '') = 'on' THEN
@@ -66,9 +113,11 @@ BEGIN
 	END IF;
 	IF TG_OP IN ('UPDATE', 'DELETE') THEN
 		PERFORM pg_notify(election.channel(OLD.name), '');
+		PERFORM election.wake_next(OLD.name);
 	END IF;
-	IF TG_OP IN ('INSERT', 'UPDATE') THEN
+	IF TG_OP = 'INSERT' OR (TG_OP = 'UPDATE' AND NEW.name <> OLD.name) THEN
 		PERFORM pg_notify(election.channel(NEW.name), '');
+		PERFORM election.wake_next(NEW.name);
 	END IF;
 	RETURN NULL;
 END $$;
@@ -148,7 +197,9 @@ BEGIN
 		leader = me.id, value = me.value, priority = me.priority, expires = clock_timestamp() + p_ttl,
 		successor = NULL, successor_until = NULL
 		WHERE name = p_name RETURNING elections.token INTO token;
+	PERFORM set_config('election.quiet', 'on', true);
 	DELETE FROM election.candidates WHERE arrival = p_arrival;
+	PERFORM set_config('election.quiet', 'off', true);
 	state := 'leader';
 	wait_ms := NULL;
 END $$;
@@ -196,9 +247,9 @@ BEGIN
 	state := 'ok';
 END $$;
 
--- release ends leadership p_token and wakes the one candidate that leads
--- next: p_successor if it waits (then only it may claim until p_hold has
--- passed), else the first in line. It returns false if p_token was not
+-- release ends leadership p_token, naming p_successor as the only one
+-- that may claim until p_hold has passed if it waits; the trigger wakes
+-- the one candidate that leads next. released is false if p_token was not
 -- the current leadership.
 CREATE OR REPLACE FUNCTION election.release(p_name text, p_token bigint, p_successor text, p_hold interval,
 	OUT released boolean, OUT successor text)
@@ -221,17 +272,10 @@ BEGIN
 			successor := c.id;
 		END IF;
 	END IF;
-	IF successor IS NULL THEN
-		SELECT * INTO c FROM election.candidates
-			WHERE name = p_name AND expires > t ORDER BY priority DESC, arrival LIMIT 1;
-	END IF;
 	UPDATE election.elections SET leader = NULL, value = NULL, priority = NULL, expires = NULL,
 		successor = release.successor,
 		successor_until = CASE WHEN release.successor IS NULL THEN NULL ELSE t + p_hold END
 		WHERE name = p_name;
-	IF c.channel IS NOT NULL THEN
-		PERFORM pg_notify(c.channel, 'release');
-	END IF;
 	released := true;
 END $$;
 
@@ -243,14 +287,16 @@ DECLARE
 	me election.candidates;
 	c election.candidates;
 BEGIN
+	PERFORM set_config('election.quiet', 'on', true);
 	DELETE FROM election.candidates WHERE arrival = p_arrival AND name = p_name RETURNING * INTO me;
+	PERFORM set_config('election.quiet', 'off', true);
 	IF NOT FOUND THEN
 		RETURN;
 	END IF;
 	SELECT * INTO c FROM election.candidates WHERE name = p_name AND expires > clock_timestamp()
 		ORDER BY priority DESC, arrival LIMIT 1;
 	IF FOUND AND (me.priority > c.priority OR (me.priority = c.priority AND me.arrival < c.arrival)) THEN
-		PERFORM pg_notify(c.channel, 'withdraw');
+		PERFORM pg_notify(c.channel, '');
 	END IF;
 END $$;
 

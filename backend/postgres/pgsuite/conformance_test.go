@@ -2,7 +2,6 @@ package pgsuite_test
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -149,4 +148,3 @@ func TestWallClockJumps(t *testing.T) {
 	})
 }
 
-var _ = strings.Contains
