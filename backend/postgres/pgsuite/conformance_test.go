@@ -147,4 +147,3 @@ func TestWallClockJumps(t *testing.T) {
 		return e
 	})
 }
-

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/postgres"
 	"github.com/electkit/election/internal/rig/faultproxy"
@@ -18,7 +20,8 @@ import (
 // its own, through a proxy, closed in t's Cleanup.
 type cand struct {
 	*postgres.Elector
-	px *faultproxy.Proxy
+	px   *faultproxy.Proxy
+	pool *pgxpool.Pool
 }
 
 // candidate makes a candidate of election name connecting as user ("" is
@@ -33,7 +36,7 @@ func candidate(t *testing.T, srv *pgtest.Server, name, user, extra string, opts 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	return &cand{e, px}
+	return &cand{e, px, pool}
 }
 
 type result struct {
