@@ -188,6 +188,13 @@ func (s *Server) Stop(mode string) error {
 	return nil
 }
 
+// Running reports whether the server was started and not stopped since.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running
+}
+
 // Restart stops the server with mode and starts it again.
 func (s *Server) Restart(mode string) error {
 	if err := s.Stop(mode); err != nil {
