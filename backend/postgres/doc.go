@@ -108,6 +108,12 @@
 //     the leader's Term at once (election.ErrSessionLost) if its token is
 //     no longer the row's; a waiting candidate whose row is deleted queues
 //     again.
+//   - Failover to a promoted standby keeps the contract when the standby
+//     was synchronous (no commit, so no claim and no token, is lost):
+//     name both hosts with target_session_attrs=read-write and the pool
+//     and the listener find the new primary. With asynchronous
+//     replication the last claim may be lost and its token handed out
+//     again.
 //
 // # Schema
 //

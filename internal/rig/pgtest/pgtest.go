@@ -188,6 +188,46 @@ func (s *Server) Stop(mode string) error {
 	return nil
 }
 
+// NewStandby makes a streaming-replication standby of primary (which must
+// be running): a base backup (pg_basebackup -R) in a new directory, not
+// started; Start starts it as a hot standby of primary, and Promote makes
+// it a primary.
+func NewStandby(primary *Server) (*Server, error) {
+	dir, err := os.MkdirTemp("", "pgtest-standby-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if asRoot() {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			return nil, err
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			return nil, err
+		}
+	}
+	s := &Server{Dir: dir}
+	if out, err := s.tool("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(primary.Port), "-U", "postgres",
+		"-D", s.data(), "-R", "-X", "stream", "--no-sync"); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: pg_basebackup: %v\n%s", err, out)
+	}
+	return s, nil
+}
+
+// Promote ends recovery on a standby: it becomes a primary.
+func (s *Server) Promote() error {
+	if out, err := s.tool("pg_ctl", "-D", s.data(), "-w", "-t", "30", "promote"); err != nil {
+		return fmt.Errorf("pgtest: pg_ctl promote: %v\n%s", err, out)
+	}
+	return nil
+}
+
 // Running reports whether the server was started and not stopped since.
 func (s *Server) Running() bool {
 	s.mu.Lock()
