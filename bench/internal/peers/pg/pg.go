@@ -137,7 +137,8 @@ func (a *Advisory) NewCandidate(ctx context.Context, name, id string, ttl time.D
 	}
 	h := fnv.New64a()
 	h.Write([]byte(name))
-	return &advisory{conn: conn, px: px, key: int64(h.Sum64()), poll: a.Poll, ttl: ttl}, nil
+	stop, cancel := context.WithCancel(context.Background())
+	return &advisory{conn: conn, px: px, key: int64(h.Sum64()), poll: a.Poll, ttl: ttl, stop: stop, cancel: cancel}, nil
 }
 
 type advisory struct {
@@ -147,6 +148,12 @@ type advisory struct {
 	poll time.Duration
 	ttl  time.Duration
 
+	// Close cancels stop and waits for a Campaign in flight: the
+	// connection is not safe for concurrent use.
+	stop        context.Context
+	cancel      context.CancelFunc
+	campaigning sync.WaitGroup
+
 	mu         sync.Mutex
 	statements int64
 	stopPing   chan struct{}
@@ -154,6 +161,17 @@ type advisory struct {
 }
 
 func (c *advisory) Campaign(ctx context.Context) (int64, error) {
+	c.campaigning.Add(1)
+	defer c.campaigning.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.stop.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		var ok bool
 		c.mu.Lock()
@@ -223,7 +241,9 @@ func (c *advisory) Crash() (int64, error) {
 }
 
 func (c *advisory) Close() error {
+	c.cancel()
 	c.px.Close()
+	c.campaigning.Wait()
 	if c.stopPing != nil {
 		close(c.stopPing)
 		<-c.pingDone
