@@ -63,6 +63,16 @@ func (e *Elector) keep(c *candidacy) {
 			if r.preemptMS != nil {
 				next = min(next, time.Duration(*r.preemptMS*float64(time.Millisecond))+time.Millisecond)
 			}
+			if r.requestTo != nil && c.serving.CompareAndSwap(false, true) {
+				// Transfer waits for this goroutine to return: serve it on
+				// another.
+				to := *r.requestTo
+				e.wg.Add(1)
+				go func() {
+					defer e.wg.Done()
+					e.serveRequest(c, term, to)
+				}()
+			}
 		case r.state == "lost":
 			err := fmt.Errorf("%w: postgres election %q: %w (token %d; another client deleted, truncated or rewrote it)", election.ErrSessionLost, e.name, errLost, c.token)
 			lc.Renewed(sent, err)

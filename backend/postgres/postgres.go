@@ -98,6 +98,8 @@ type candidacy struct {
 	lc       *backend.LeaseClock
 	token    int64
 	leadDone chan struct{} // closed when the leader's goroutine has returned
+
+	serving atomic.Bool // a transfer request is being served
 }
 
 func (c *candidacy) halt() { c.stopOnce.Do(func() { close(c.stop) }) }

@@ -28,7 +28,11 @@ CREATE TABLE IF NOT EXISTS election.elections (
 	priority        bigint,
 	expires         timestamptz,
 	successor       text,
-	successor_until timestamptz
+	successor_until timestamptz,
+	request_to      text,
+	request_token   bigint,
+	request_error   text,
+	request_none    boolean
 );
 
 -- One row per waiting candidate, kept alive by its heartbeats (expires);
@@ -195,7 +199,8 @@ BEGIN
 	END LOOP;
 	UPDATE election.elections SET token = greatest(nextval('election.tokens'), e.token + 1),
 		leader = me.id, value = me.value, priority = me.priority, expires = clock_timestamp() + p_ttl,
-		successor = NULL, successor_until = NULL
+		successor = NULL, successor_until = NULL,
+		request_to = NULL, request_token = NULL, request_error = NULL, request_none = NULL
 		WHERE name = p_name RETURNING elections.token INTO token;
 	PERFORM set_config('election.quiet', 'on', true);
 	DELETE FROM election.candidates WHERE arrival = p_arrival;
@@ -211,7 +216,7 @@ END $$;
 -- p_preempt; the lease is left as it is for the leader to hand over).
 -- preempt_ms: until the first such candidate will have waited p_preempt.
 CREATE OR REPLACE FUNCTION election.renew(p_name text, p_token bigint, p_ttl interval, p_preempt interval,
-	OUT state text, OUT successor text, OUT preempt_ms double precision)
+	OUT state text, OUT successor text, OUT preempt_ms double precision, OUT request_to text)
 LANGUAGE plpgsql AS $$
 DECLARE
 	e election.elections;
@@ -245,6 +250,29 @@ BEGIN
 	UPDATE election.elections SET expires = clock_timestamp() + p_ttl WHERE name = p_name;
 	PERFORM set_config('election.quiet', 'off', true);
 	state := 'ok';
+	IF e.request_token = p_token AND e.request_error IS NULL THEN
+		request_to := e.request_to;
+	END IF;
+END $$;
+
+-- request_transfer asks leadership p_token of election p_name to hand
+-- itself to p_to ('' for the first in line): the leader hears of it by
+-- the trigger's notification, and answers in request_error if it cannot.
+-- It returns false if p_token is not the current leadership.
+CREATE OR REPLACE FUNCTION election.request_transfer(p_name text, p_token bigint, p_to text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE election.elections SET request_to = p_to, request_token = p_token, request_error = NULL, request_none = NULL
+		WHERE name = p_name AND token = p_token AND leader IS NOT NULL AND expires > clock_timestamp();
+	RETURN FOUND;
+END $$;
+
+-- answer_transfer is the leader's answer to a request it cannot honour.
+CREATE OR REPLACE FUNCTION election.answer_transfer(p_name text, p_token bigint, p_error text, p_none boolean) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+	UPDATE election.elections SET request_error = p_error, request_none = p_none
+		WHERE name = p_name AND request_token = p_token;
 END $$;
 
 -- release ends leadership p_token, naming p_successor as the only one
@@ -273,6 +301,7 @@ BEGIN
 		END IF;
 	END IF;
 	UPDATE election.elections SET leader = NULL, value = NULL, priority = NULL, expires = NULL,
+		request_to = NULL, request_token = NULL, request_error = NULL, request_none = NULL,
 		successor = release.successor,
 		successor_until = CASE WHEN release.successor IS NULL THEN NULL ELSE t + p_hold END
 		WHERE name = p_name;

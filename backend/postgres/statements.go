@@ -80,6 +80,7 @@ type renewResult struct {
 	state     string
 	successor *string
 	preemptMS *float64
+	requestTo *string // a transfer requested (RequestTransfer): its target, "" for the first in line
 }
 
 // renew extends the lease of leadership token.
@@ -93,8 +94,8 @@ func (e *Elector) renew(ctx context.Context, token int64) (renewResult, error) {
 		ms := e.o.PreemptAfter.Milliseconds()
 		preempt = &ms
 	}
-	err := e.pool.QueryRow(ctx, "SELECT state, successor, preempt_ms FROM "+e.schema+".renew($1, $2, $3::bigint * interval '1 millisecond', $4::bigint * interval '1 millisecond')",
-		e.name, token, e.ttlMS(), preempt).Scan(&r.state, &r.successor, &r.preemptMS)
+	err := e.pool.QueryRow(ctx, "SELECT state, successor, preempt_ms, request_to FROM "+e.schema+".renew($1, $2, $3::bigint * interval '1 millisecond', $4::bigint * interval '1 millisecond')",
+		e.name, token, e.ttlMS(), preempt).Scan(&r.state, &r.successor, &r.preemptMS, &r.requestTo)
 	if err != nil {
 		return r, e.wrap("renewing the lease", err)
 	}

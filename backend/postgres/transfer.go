@@ -111,3 +111,88 @@ func (e *Elector) waiting(ctx context.Context, to string) (string, error) {
 	}
 	return id, nil
 }
+
+var _ backend.TransferRequester = (*Elector)(nil)
+
+// RequestTransfer implements backend.TransferRequester (election.
+// RequestTransfer documents the contract): it writes the request into the
+// election's row, naming the current leadership's token, in one statement
+// whose trigger notifies the leader; the leader honours it as Transfer
+// with KeepLeading does, or answers in the row why it cannot. It returns
+// the new leader once it leads, and gives up after two lease windows.
+func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Leader, error) {
+	cur, err := e.Leader(ctx)
+	if err != nil {
+		return election.Leader{}, err
+	}
+	if cur.ID == to {
+		return cur, nil
+	}
+	es := e.lst.subscribe(e.elChan)
+	defer e.lst.unsubscribe(es)
+	es.awaitReady(ctx, listenWait)
+	e.statements.Add(1)
+	var ok bool
+	if err := e.pool.QueryRow(ctx, "SELECT "+e.schema+".request_transfer($1, $2, $3)", e.name, int64(cur.Token), to).Scan(&ok); err != nil {
+		return election.Leader{}, e.ctxErr(ctx, e.wrap("requesting a transfer", err))
+	}
+	if !ok {
+		return election.Leader{}, fmt.Errorf("%w: postgres election %q: %s no longer leads", election.ErrTransferFailed, e.name, cur)
+	}
+	bound := 2 * e.o.Window()
+	octx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	for {
+		e.statements.Add(1)
+		var (
+			answer *string
+			none   *bool
+		)
+		err := e.pool.QueryRow(octx, "SELECT request_error, request_none FROM "+e.schema+".elections WHERE name = $1 AND request_token = $2",
+			e.name, int64(cur.Token)).Scan(&answer, &none)
+		if err == nil && answer != nil {
+			if none != nil && *none {
+				return election.Leader{}, fmt.Errorf("%w: %s answered: %s", election.ErrNoCandidate, cur, *answer)
+			}
+			return election.Leader{}, fmt.Errorf("%w: %s answered: %s", election.ErrTransferFailed, cur, *answer)
+		}
+		if l, _, err := e.readLeader(octx); err == nil && !l.IsZero() && l.Token != cur.Token {
+			if to != "" && l.ID != to {
+				return l, fmt.Errorf("%w: %s leads now, not %s", election.ErrTransferFailed, l, to)
+			}
+			return l, nil
+		}
+		select {
+		case <-es.C:
+		case <-time.After(e.pollEvery()):
+		case <-octx.Done():
+			if ctx.Err() != nil {
+				return election.Leader{}, ctx.Err()
+			}
+			return election.Leader{}, fmt.Errorf("%w: %s did not hand over within %v", election.ErrTransferFailed, cur, bound)
+		case <-e.closing:
+			return election.Leader{}, election.ErrClosed
+		}
+	}
+}
+
+// serveRequest honours a transfer request to to ("" for the first in
+// line) of leadership term, as Transfer with KeepLeading; a request it
+// cannot honour is answered in the election's row.
+func (e *Elector) serveRequest(c *candidacy, t *election.Term, to string) {
+	defer c.serving.Store(false)
+	ctx, cancel := context.WithTimeout(e.bg, 2*e.o.Window())
+	defer cancel()
+	e.log.Info("postgres election: transferring the leadership as requested", "election", e.name, "to", to)
+	err := e.Transfer(ctx, t, to, election.KeepLeading)
+	if err == nil || (!errors.Is(err, election.ErrNoCandidate) && t.Err() != nil) {
+		if err != nil {
+			e.log.Warn("postgres election: a requested transfer failed; the normal order resumes", "election", e.name, "to", to, "err", err)
+		}
+		return
+	}
+	e.statements.Add(1)
+	if _, aerr := e.pool.Exec(ctx, "SELECT "+e.schema+".answer_transfer($1, $2, $3, $4)", e.name, c.token, err.Error(), errors.Is(err, election.ErrNoCandidate)); aerr != nil {
+		e.log.Warn("postgres election: answering a transfer request failed", "election", e.name, "err", aerr)
+	}
+}

@@ -62,8 +62,8 @@ candidates on its side), store-minority (a member cut off from the others,
 candidates on both sides); postgres: kill, pause, cut, store-kill (an
 immediate shutdown and a restart), store-cut, expire (a waiter's row
 deleted), garbage, operator (the election's row deleted, truncated, its
-lease or token rewritten), preempt, clock-fast, clock-slow; inmem: crash,
-partition.`,
+lease or token rewritten), preempt, transfer, clock-fast, clock-slow;
+inmem: crash, partition.`,
 		example: `elect nemesis --backend etcd --seed 42 --duration 3m
 elect nemesis --backend zk --seed 7 --faults kill,pause --out /tmp/nemesis
 elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30s

@@ -128,8 +128,8 @@ func Kinds(backend string) []string {
 	if backend == "inmem" {
 		return []string{Crash, Partition}
 	}
-	if backend == "postgres" { // one server, and no RequestTransfer
-		return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator, Preempt, ClockFast, ClockSlow}
+	if backend == "postgres" { // one server: no store partitions
+		return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator, Preempt, Transfer, ClockFast, ClockSlow}
 	}
 	return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator, Preempt, Transfer, ClockFast, ClockSlow, StorePartition, StoreMinority}
 }

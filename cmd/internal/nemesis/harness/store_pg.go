@@ -159,8 +159,13 @@ func (s *pgStore) operator(ctx context.Context, rng *rand.Rand, leaderID string)
 	return a.what + " (leader " + leaderID + ")", nil, err
 }
 
-func (s *pgStore) transfer(context.Context, string) (election.Leader, error) {
-	return election.Leader{}, fmt.Errorf("postgres: RequestTransfer: %w", errors.ErrUnsupported)
+func (s *pgStore) transfer(ctx context.Context, to string) (election.Leader, error) {
+	e, err := postgres.New(s.admin, pgElection, election.WithID("nemesis-operator"))
+	if err != nil {
+		return election.Leader{}, err
+	}
+	defer e.Close()
+	return election.RequestTransfer(ctx, e, to)
 }
 
 // leaders reads each election's leader with an Elector per election that
