@@ -28,6 +28,14 @@
 //     unexpired; release ends it and wakes the next leader; withdraw
 //     removes a waiting candidate.
 //
+// Priority, preemption and transfer are as on the other backends: the
+// queue's order is the priority, then the arrival; a leader made
+// WithPreemption learns at its renewal that a candidate of higher
+// priority has waited its hold-off, ends its Term and hands over to it;
+// Transfer releases naming a successor that alone may claim for a lease
+// window; RequestTransfer writes a request into the election's row, which
+// the leader hears of by notification and honours as Transfer.
+//
 // No session state carries leadership: no advisory lock, no transaction
 // left open. A pooled connection that is recycled, reset, killed
 // (pg_terminate_backend) or reconnected decides nothing; the row and the

@@ -53,8 +53,8 @@ func (c Config) Validate() error {
 }
 
 // Elector is one candidate of an election on PostgreSQL. It implements
-// election.Elector, backend.Lister and backend.Transferer; see the package
-// doc for the protocol.
+// election.Elector, backend.Lister, backend.Transferer and
+// backend.TransferRequester; see the package doc for the protocol.
 type Elector struct {
 	pool     *pgxpool.Pool
 	ownsPool bool
