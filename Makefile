@@ -17,9 +17,9 @@ GO ?= go
 ZOOKEEPER_JAR ?= /usr/share/java/zookeeper.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: test deps fmt-check lint imports vet unit etcd-v36 modules-check bench bench-check metrics-check quickstart-check gobench nemesis tidy
+.PHONY: test deps deps-postgres postgres fmt-check lint imports vet unit etcd-v36 modules-check bench bench-check metrics-check quickstart-check gobench nemesis tidy
 
-test: deps fmt-check vet lint modules-check unit etcd-v36 bench-check metrics-check quickstart-check
+test: deps fmt-check vet lint modules-check unit etcd-v36 bench-check metrics-check quickstart-check postgres
 
 # ZooKeeper: the Java server of Debian's zookeeper package. Curator: its
 # recipes (LeaderLatch) and their jars, for the bench module's Curator peer,
@@ -136,3 +136,26 @@ nemesis: deps
 		$(GO) run ./cmd/elect nemesis --backend $$b --seed $(NEMESIS_SEED) \
 			--duration $(NEMESIS_DURATION) --out $(NEMESIS_OUT)/$$b || fail=1; \
 	done; exit $$fail
+
+# PostgreSQL: Debian's postgresql-15 server (and psql) for backend/postgres's
+# real-server tests, which start clusters of their own (internal/rig/pgtest).
+deps: deps-postgres
+deps-postgres:
+	@if [ ! -x /usr/lib/postgresql/15/bin/postgres ] || ! command -v psql >/dev/null; then \
+		echo "installing Debian packages: postgresql-15 postgresql-client-15"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends postgresql-15 postgresql-client-15 >/dev/null || \
+		{ echo "make: cannot install postgresql-15; the PostgreSQL tests need it"; exit 1; }; \
+	fi
+	@[ -x /usr/lib/postgresql/15/bin/initdb ] || { echo "make: /usr/lib/postgresql/15/bin/initdb is missing (apt-get install postgresql-15)"; exit 1; }
+
+# backend/postgres (a module of its own: pgx stays out of the library's
+# graph) and its real-server tests (backend/postgres/pgsuite, a test-only
+# module): vet, staticcheck and the tests with the race detector, against
+# a PostgreSQL 15 cluster each test starts; CI=true makes a server that
+# cannot start a failure, never a skip.
+POSTGRES_PKGS := ./backend/postgres/... ./backend/postgres/pgsuite/...
+postgres: deps-postgres
+	$(GO) vet $(POSTGRES_PKGS)
+	$(GO) run $(STATICCHECK) $(POSTGRES_PKGS)
+	CI=true $(GO) test -race -count=1 $(POSTGRES_PKGS)

@@ -5,10 +5,12 @@ go 1.26.0
 require (
 	github.com/electkit/election v0.1.0
 	github.com/electkit/election/backend/etcd v0.1.0
+	github.com/electkit/election/backend/postgres v0.1.0
 	github.com/electkit/election/internal/rig/embedetcd v0.1.0
 	github.com/electkit/election/internal/rig/etcdtest v0.1.0
 	github.com/go-logr/logr v1.4.4
 	github.com/go-zookeeper/zk v1.0.4
+	github.com/jackc/pgx/v5 v5.12.0
 	go.etcd.io/etcd/api/v3 v3.6.16
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.uber.org/goleak v1.3.0
@@ -17,6 +19,13 @@ require (
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/klog/v2 v2.140.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 )
 
 require (

@@ -9,10 +9,12 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/electkit/election v0.1.0
 	github.com/electkit/election/backend/etcd v0.1.0
+	github.com/electkit/election/backend/postgres v0.1.0
 	github.com/electkit/election/internal/rig/embedetcd v0.1.0
 	github.com/electkit/election/internal/rig/etcdtest v0.1.0
 	github.com/electkit/election/metrics v0.1.0
 	github.com/go-zookeeper/zk v1.0.4
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.uber.org/goleak v1.3.0
@@ -40,6 +42,9 @@ require (
 	github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus v1.0.1 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.1.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jonboulle/clockwork v0.5.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -69,6 +74,7 @@ require (
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
@@ -105,3 +111,5 @@ replace github.com/electkit/election/metrics => ../metrics
 replace github.com/electkit/election/scripts/modproxy => ../scripts/modproxy
 
 replace github.com/go-zookeeper/zk v1.0.4 => ../third_party/go-zookeeper-zk
+
+replace github.com/electkit/election/backend/postgres => ../backend/postgres

@@ -12,6 +12,8 @@
 #     is more than 5 modules larger than concurrency's, or when backend/zk's
 #     or backend/inmem's carries an etcd module, gRPC, or a module that only
 #     the tests use (goleak, testify, go-difflib, datadriven);
+#   - a program that imports backend/postgres: no etcd, gRPC or Kubernetes
+#     module in its graph, nothing of ZooKeeper or of the tests compiled in;
 #   - go install github.com/electkit/election/cmd/elect@VERSION, and the
 #     binary reports that version.
 # Usage: scripts/module-graph.sh [VERSION] (default v0.1.0).
@@ -187,6 +189,44 @@ inmemOut=$(timeout 30 "$tmp/inmem/prog" 2>&1) || {
 	exit 1
 }
 
+# backend/postgres: a program carries pgx's graph, nothing of etcd,
+# ZooKeeper or Kubernetes, and no module only the tests use.
+consumer postgres "$(
+	cat <<'EOF'
+package main
+
+import (
+	"context"
+	"log"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/postgres"
+)
+
+func main() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	e, err := postgres.New(pool, "/consumer", election.WithID("c1"), election.WithTTL(5*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer e.Close()
+	t, err := e.Campaign(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Print("leader: ", t.Leader().ID)
+}
+EOF
+)" "github.com/electkit/election@$version" "github.com/electkit/election/backend/postgres@$version"
+
 # The same client version as backend/etcd's consumer resolved.
 etcdv=$(cd "$tmp/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/client/v3)
 consumer concurrency "$(printf 'package main\n\nimport _ "go.etcd.io/etcd/client/v3/concurrency"\n\nfunc main() {}')" "go.etcd.io/etcd/client/v3@$etcdv"
@@ -244,4 +284,31 @@ for b in zk inmem; do
 		fail=1
 	done <"$tmp/$b/modules"
 done
+# backend/postgres's graph: pgx's and the library's. The root module's
+# requirement of go-zookeeper (backend/zk lives in it) and pgx's own test
+# requirements (testify) are in the graph but compiled into nothing: the
+# compiled modules are checked for those.
+echo "  backend/postgres's ($(wc -l <"$tmp/postgres/modules")): $(cut -d' ' -f1 "$tmp/postgres/modules" | tail -n +2 | tr '\n' ' ')"
+echo "  backend/postgres's compiled ($(wc -l <"$tmp/postgres/built")): $(tr '\n' ' ' <"$tmp/postgres/built")"
+while read -r mod ver; do
+	case $mod in
+	go.etcd.io/* | google.golang.org/grpc | k8s.io/* | sigs.k8s.io/*) why="etcd, gRPC or Kubernetes" ;;
+	go.uber.org/goleak | github.com/cockroachdb/datadriven) why="a module only the tests use" ;;
+	*) continue ;;
+	esac
+	echo "FAIL: backend/postgres's graph carries $mod $ver ($why), required by: $(cd "$tmp/postgres" && go mod graph | awk -v m="$mod@$ver" '$2 == m {print $1}' | tr '\n' ' ')"
+	fail=1
+done <"$tmp/postgres/modules"
+while read -r mod; do
+	case $mod in
+	github.com/go-zookeeper/* | github.com/stretchr/testify | github.com/pmezard/go-difflib | go.uber.org/goleak)
+		echo "FAIL: backend/postgres's program compiles $mod"
+		fail=1
+		;;
+	esac
+done <"$tmp/postgres/built"
+grep -q '^github.com/jackc/pgx/v5$' "$tmp/postgres/built" || {
+	echo "FAIL: backend/postgres's program does not compile github.com/jackc/pgx/v5"
+	fail=1
+}
 exit $fail

@@ -40,7 +40,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []string{"## Targets", "## Handover", "## Transfer and preemption", "## Crash failover", "## Herd", "## Scale", "## Burst start", "## In process"} {
+	for _, h := range []string{"## Targets", "## Handover", "## Transfer and preemption", "## Crash failover", "## Herd", "## Scale", "## Burst start", "## In process", "## PostgreSQL 15: backend/postgres beside a pg_try_advisory_lock election"} {
 		if !bytes.Contains(md, []byte(h+"\n")) {
 			t.Errorf("report.md has no %q section", h)
 		}
@@ -102,6 +102,14 @@ func TestSmoke(t *testing.T) {
 	}
 	if len(rep.Scale) < 3 || len(rep.InProcess) < 4 || len(rep.Targets) == 0 {
 		t.Errorf("%d scale rows, %d in-process rows, %d targets", len(rep.Scale), len(rep.InProcess), len(rep.Targets))
+	}
+	if len(rep.Postgres) != 2 {
+		t.Errorf("%d postgres rows, want 2 (backend/postgres, the advisory-lock election)", len(rep.Postgres))
+	}
+	for _, p := range rep.Postgres {
+		if p.Err != "" || p.HandoverN == 0 || p.CrashN == 0 || p.IdleN == 0 {
+			t.Errorf("postgres row %+v: an error or a case not measured", p)
+		}
 	}
 	svg, err := os.ReadFile(filepath.Join(dir, "distributions.svg"))
 	if err != nil || !bytes.HasPrefix(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("<polyline")) {

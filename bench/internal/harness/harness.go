@@ -21,7 +21,7 @@ import (
 )
 
 // Scenarios lists every scenario, in the order they run.
-var Scenarios = []string{"handover", "transfer", "crash", "herd", "scale", "shards", "burst", "inprocess"}
+var Scenarios = []string{"handover", "transfer", "crash", "herd", "scale", "shards", "burst", "inprocess", "postgres"}
 
 // Config is one run of the harness.
 type Config struct {
@@ -172,6 +172,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			err = r.burst(ctx)
 		case "inprocess":
 			err = r.inprocess(ctx)
+		case "postgres":
+			err = r.postgres(ctx)
 		}
 		if err != nil {
 			r.rep.note(fmt.Sprintf("scenario %s failed: %v", s, err))

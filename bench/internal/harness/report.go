@@ -30,6 +30,7 @@ type Report struct {
 	Shards    []*ShardsRow   `json:"shards"`
 	Burst     []*BurstRow    `json:"burst"`
 	InProcess []*InProcRow   `json:"inprocess"`
+	Postgres  []*PGRow       `json:"postgres"`
 	Targets   []*Target      `json:"targets"`
 }
 
@@ -389,6 +390,7 @@ func (r *Report) Markdown() string {
 		w("\n")
 	}
 	w("Distributions: distributions.svg (CDF of every handover and crash failover sample); raw samples: samples.json.\n")
+	r.pgMarkdown(w)
 	return b.String()
 }
 

@@ -13,11 +13,13 @@ import (
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
+	"github.com/jackc/pgx/v5/pgxpool"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
+	"github.com/electkit/election/backend/postgres"
 	"github.com/electkit/election/backend/zk"
 	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/internal/mono"
@@ -31,7 +33,7 @@ const DefaultWork = 15 * time.Millisecond
 // CandidateConfig is the configuration of one candidate process (elect
 // nemesis-candidate).
 type CandidateConfig struct {
-	Backend   string   // "etcd" or "zk"
+	Backend   string   // "etcd", "zk" or "postgres"
 	Endpoints []string // the store's addresses, as this candidate reaches them
 	Name      string   // etcd: the election name; zk: the election path
 	ID        string   // the candidate's ID
@@ -558,8 +560,22 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 			return err
 		}
 		e = ze
+	case "postgres":
+		pool, err := pgxpool.New(ctx, strings.Join(cfg.Endpoints, ","))
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		if cfg.Session {
+			return runPGShared(ctx, pool, cfg, c, opts)
+		}
+		pe, err := postgres.New(pool, cfg.Name, opts...)
+		if err != nil {
+			return err
+		}
+		e = pe
 	default:
-		return &election.OptionError{Field: "backend", Value: fmt.Sprintf("%q", cfg.Backend), Reason: "must be etcd or zk"}
+		return &election.OptionError{Field: "backend", Value: fmt.Sprintf("%q", cfg.Backend), Reason: "must be etcd, zk or postgres"}
 	}
 	cb := c.callbacks()
 	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
@@ -699,4 +715,33 @@ func (l grantedLog) Printf(format string, args ...any) {
 		default:
 		}
 	}
+}
+
+// runPGShared campaigns (election.Run) with candidates of the side
+// elections beside it on one pool, so one listening connection, until ctx
+// ends.
+func runPGShared(ctx context.Context, pool *pgxpool.Pool, cfg CandidateConfig, c *candidate, opts []election.Option) error {
+	e, err := postgres.New(pool, cfg.Name, opts...)
+	if err != nil {
+		return err
+	}
+	all := []election.Elector{e}
+	for _, name := range sideNames(cfg) {
+		side, err := postgres.New(pool, name, election.WithID(cfg.ID), election.WithTTL(cfg.TTL))
+		if err != nil {
+			return errors.Join(err, closeAll(all, CloseBound(cfg.TTL)))
+		}
+		all = append(all, side)
+	}
+	wait := runSides(ctx, all[1:], cfg.Log)
+	cb := c.callbacks()
+	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
+	err = election.Run(ctx, e, cb)
+	wait()
+	cerr := closeAll(all, CloseBound(cfg.TTL))
+	c.unpaired()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return errors.Join(err, cerr)
 }

@@ -128,6 +128,9 @@ func Kinds(backend string) []string {
 	if backend == "inmem" {
 		return []string{Crash, Partition}
 	}
+	if backend == "postgres" { // one server: no store partitions
+		return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator, Preempt, Transfer, ClockFast, ClockSlow}
+	}
 	return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator, Preempt, Transfer, ClockFast, ClockSlow, StorePartition, StoreMinority}
 }
 
@@ -228,9 +231,9 @@ func bad(field, value, reason string) error {
 
 func (c *Config) normalize() error {
 	switch c.Backend {
-	case "etcd", "zk", "inmem":
+	case "etcd", "zk", "inmem", "postgres":
 	default:
-		return bad("Backend", fmt.Sprintf("%q", c.Backend), "must be etcd, zk or inmem")
+		return bad("Backend", fmt.Sprintf("%q", c.Backend), "must be etcd, zk, postgres or inmem")
 	}
 	if c.Candidates == 0 {
 		c.Candidates = DefaultCandidates
@@ -428,6 +431,12 @@ func (r *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
 		r.st = s
 	case "zk":
 		s, err := startZK(filepath.Join(r.dir, "zk"))
+		if err != nil {
+			return err
+		}
+		r.st = s
+	case "postgres":
+		s, err := startPG()
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/cmd/internal/nemesis/harness"
+	"github.com/electkit/election/internal/rig/pgtest"
 	"github.com/electkit/election/internal/rig/zktest"
 )
 
@@ -176,6 +177,13 @@ func TestNemesisEtcd(t *testing.T) {
 func TestNemesisZK(t *testing.T) {
 	zktest.Require(t)
 	hist, rep := checkMixReport(t, harness.Config{Backend: "zk", Seed: 42, Gap: time.Second, Duration: mixDuration(30*time.Second, 15*time.Second)}, minKinds(5, 2))
+	checkShared(t, hist)
+	checkShards(t, rep)
+}
+
+func TestNemesisPostgres(t *testing.T) {
+	pgtest.Require(t)
+	hist, rep := checkMixReport(t, harness.Config{Backend: "postgres", Seed: 7, Gap: time.Second, Duration: mixDuration(30*time.Second, 15*time.Second)}, minKinds(5, 2))
 	checkShared(t, hist)
 	checkShards(t, rep)
 }
