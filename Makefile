@@ -53,9 +53,9 @@ fmt-check:
 # metrics have targets of their own below. In the workspace every module
 # builds against the newest etcd any of them asks for: v3.7, which
 # backend/etcd/etcdsuite pins (etcd-v36 runs the previous line).
-PKGS := ./... ./backend/etcd/... ./backend/etcd/etcdsuite/... ./backend/zk/zksuite/... \
+PKGS := ./... ./backend/etcd/... ./backend/etcd/etcdsuite/... ./backend/zk/... ./backend/zk/zksuite/... \
 	./backend/inmem/inmemsuite/... ./classic/sim/simtest/... ./electiontest/... ./cmd/... \
-	./internal/rig/embedetcd/... ./internal/rig/etcdtest/... ./scripts/modproxy/...
+	./internal/rig/embedetcd/... ./internal/rig/etcdtest/... ./internal/rig/zktest/... ./scripts/modproxy/...
 
 vet:
 	$(GO) vet $(PKGS)

@@ -4,6 +4,5 @@ go 1.26.0
 
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0
-	github.com/go-zookeeper/zk v1.0.4
 	golang.org/x/sys v0.49.0
 )

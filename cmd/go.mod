@@ -7,8 +7,10 @@ require (
 	github.com/electkit/election v0.1.0
 	github.com/electkit/election/backend/etcd v0.1.0
 	github.com/electkit/election/backend/postgres v0.1.0
+	github.com/electkit/election/backend/zk v0.1.0
 	github.com/electkit/election/internal/rig/embedetcd v0.1.0
 	github.com/electkit/election/internal/rig/etcdtest v0.1.0
+	github.com/electkit/election/internal/rig/zktest v0.1.0
 	github.com/electkit/election/metrics v0.1.0
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.12.0

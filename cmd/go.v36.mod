@@ -10,8 +10,10 @@ require (
 	github.com/electkit/election v0.1.0
 	github.com/electkit/election/backend/etcd v0.1.0
 	github.com/electkit/election/backend/postgres v0.1.0
+	github.com/electkit/election/backend/zk v0.1.0
 	github.com/electkit/election/internal/rig/embedetcd v0.1.0
 	github.com/electkit/election/internal/rig/etcdtest v0.1.0
+	github.com/electkit/election/internal/rig/zktest v0.1.0
 	github.com/electkit/election/metrics v0.1.0
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/jackc/pgx/v5 v5.12.0
@@ -113,3 +115,11 @@ replace github.com/electkit/election/scripts/modproxy => ../scripts/modproxy
 replace github.com/go-zookeeper/zk v1.0.4 => ../third_party/go-zookeeper-zk
 
 replace github.com/electkit/election/backend/postgres => ../backend/postgres
+
+replace github.com/electkit/election/backend/postgres/pgsuite => ../backend/postgres/pgsuite
+
+replace github.com/electkit/election/backend/zk => ../backend/zk
+
+replace github.com/electkit/election/examples/quickstart => ../examples/quickstart
+
+replace github.com/electkit/election/internal/rig/zktest => ../internal/rig/zktest

@@ -9,11 +9,12 @@
 #     also runs);
 #   - the module graph (go list -m all) of each, beside that of a program
 #     importing etcd's own client/v3/concurrency: fails when backend/etcd's
-#     is more than 5 modules larger than concurrency's, or when backend/zk's
+#     is more than 5 modules larger than concurrency's, when backend/zk's
 #     or backend/inmem's carries an etcd module, gRPC, or a module that only
-#     the tests use (goleak, testify, go-difflib, datadriven);
-#   - a program that imports backend/postgres: no etcd, gRPC or Kubernetes
-#     module in its graph, nothing of ZooKeeper or of the tests compiled in;
+#     the tests use (goleak, testify, go-difflib, datadriven), or when
+#     backend/etcd's or backend/inmem's carries go-zookeeper;
+#   - a program that imports backend/postgres: no etcd, gRPC, ZooKeeper or
+#     Kubernetes module in its graph, nothing of the tests compiled in;
 #   - go install github.com/electkit/election/cmd/elect@VERSION, and the
 #     binary reports that version.
 # Usage: scripts/module-graph.sh [VERSION] (default v0.1.0).
@@ -147,7 +148,7 @@ func main() {
 	log.Print("leader: ", t.Leader().ID)
 }
 EOF
-)" "github.com/electkit/election@$version"
+)" "github.com/electkit/election@$version" "github.com/electkit/election/backend/zk@$version"
 
 consumer inmem "$(
 	cat <<'EOF'
@@ -284,8 +285,19 @@ for b in zk inmem; do
 		fail=1
 	done <"$tmp/$b/modules"
 done
-# backend/postgres's graph: pgx's and the library's. The root module's
-# requirement of go-zookeeper (backend/zk lives in it) and pgx's own test
+# go-zookeeper comes with backend/zk, a module of its own: a program that
+# imports the library and another backend has none of it in its graph.
+for b in etcd inmem postgres; do
+	while read -r mod ver; do
+		case $mod in
+		github.com/go-zookeeper/*) ;;
+		*) continue ;;
+		esac
+		echo "FAIL: backend/$b's graph carries $mod $ver (ZooKeeper), required by: $(cd "$tmp/$b" && go mod graph | awk -v m="$mod@$ver" '$2 == m {print $1}' | tr '\n' ' ')"
+		fail=1
+	done <"$tmp/$b/modules"
+done
+# backend/postgres's graph: pgx's and the library's. pgx's own test
 # requirements (testify) are in the graph but compiled into nothing: the
 # compiled modules are checked for those.
 echo "  backend/postgres's ($(wc -l <"$tmp/postgres/modules")): $(cut -d' ' -f1 "$tmp/postgres/modules" | tail -n +2 | tr '\n' ' ')"

@@ -101,3 +101,13 @@ replace github.com/electkit/election/internal/rig/etcdtest => ../../../internal/
 replace github.com/electkit/election/metrics => ../../../metrics
 
 replace github.com/electkit/election/scripts/modproxy => ../../../scripts/modproxy
+
+replace github.com/electkit/election/backend/postgres => ../../postgres
+
+replace github.com/electkit/election/backend/postgres/pgsuite => ../../postgres/pgsuite
+
+replace github.com/electkit/election/backend/zk => ../../zk
+
+replace github.com/electkit/election/examples/quickstart => ../../../examples/quickstart
+
+replace github.com/electkit/election/internal/rig/zktest => ../../../internal/rig/zktest
