@@ -1,0 +1,101 @@
+// Package kube is the election backend on Kubernetes: one
+// coordination.k8s.io/v1 Lease per election, the very object client-go's
+// resourcelock.LeaseLock reads and writes, so that `kubectl get lease`
+// shows the holder and candidates of client-go's leaderelection and of
+// this package can share one Lease without ever both leading.
+//
+//	cs := kubernetes.NewForConfigOrDie(cfg)
+//	e, err := kube.New(cs.CoordinationV1(), "my-namespace", "my-service", election.WithID(podName))
+//
+// # The Lease
+//
+// The spec is client-go's leader election record: holderIdentity (the
+// candidate's ID), leaseDurationSeconds (the TTL, so a whole number of
+// seconds), acquireTime, renewTime and leaseTransitions (one more at each
+// change of holder, as client-go counts). This backend adds one
+// annotation, election.electkit.io/term (Annotation), with the
+// leadership's token, priority and value; it counts only while its holder
+// and acquire time are the spec's, since client-go keeps the annotations
+// it read when it takes the Lease over.
+//
+// Every write is an update conditional on the resourceVersion read
+// (optimistic concurrency), as client-go's are. A candidate takes the
+// Lease when its holderIdentity is empty (released) or when its holder's
+// lease has lapsed on the candidate's own clock: leaseDurationSeconds
+// after the candidate last saw the record change, the rule client-go's
+// candidates keep with their observedTime. The Lease does not exist yet:
+// the first candidate creates it held by nobody, then takes it like any
+// other time.
+//
+// # Tokens (P2)
+//
+// A Term's token is the resourceVersion of the Lease that the winning
+// update was conditional on, plus one. The API server's resourceVersion is
+// etcd's revision: it rises with every write of any object, so each
+// taking of the Lease reads a larger one than the last taking wrote, and
+// tokens strictly increase across leaderships, across deletes and
+// re-creations of the Lease and restarts of every candidate. A
+// resourceVersion that is not a decimal number (Kubernetes calls it
+// opaque; no API server in use makes another) is refused: such a Lease is
+// never written, and Campaign waits and logs. What `kubectl edit` can do:
+// it cannot set resourceVersion; an edited annotation does not change any
+// Term's token (the leader keeps its own), and a holder whose annotation
+// does not match is reported with Token 0. A leadership won by client-go
+// has no token of ours: Leader and Observe report its holderIdentity with
+// Token 0, and a resource fenced with our tokens accepts nothing from it.
+//
+// # Deadlines (P3)
+//
+// A Term ends at the send time of its last successful renewal plus
+// TTL/(1+ρ) − margin on this process's monotonic clock (backend.LeaseClock).
+// Any other candidate saw that renewal no earlier than it was sent, and
+// waits leaseDurationSeconds (the TTL) on its own clock from then: the
+// Term ends first as long as the clocks' rates differ by less than ρ. The
+// leader renews every third of its lease window, each renewal conditional
+// on the version it last wrote; a renewal refused as forbidden (its RBAC
+// taken away) ends the Term at once.
+//
+// The leader also watches the Lease: another client's delete, another
+// holderIdentity (an empty one too: `kubectl edit` can release it), an
+// annotation that no longer names the Term, or a leaseDurationSeconds cut
+// below the TTL (others may take over sooner) ends the Term at once with an
+// error wrapping election.ErrSessionLost that names the Lease. A leader cut
+// off from the API server cannot see such a change: the token is what
+// fences it. An edit of renewTime, labels or other annotations leaves the
+// Term valid; the next renewal is conditional on the edited version.
+//
+// # Side by side with client-go
+//
+// Both kinds keep the same rules, so they never both lead on one Lease,
+// with three caveats that are client-go's: a client-go leader with
+// ReleaseOnCancel that is cut off from the API server tells its work to
+// stop only after its release attempt times out (RenewDeadline), which can
+// be after the lease lapsed; a client-go candidate whose identity equals
+// the holder's treats the Lease as its own (give every candidate its own
+// ID; ours waits out a holder with its own ID like any other); and
+// client-go's candidates take a deleted Lease at once. Resign releases the
+// Lease as ReleaseOnCancel does (holderIdentity empty,
+// leaseDurationSeconds 1), so a client-go candidate takes it on its next
+// retry, and ours on the watch event.
+//
+// # Cost
+//
+// A waiting candidate holds one watch of the Lease (field selector
+// metadata.name) and sends nothing while the Lease is held: client-go's
+// send one GET per RetryPeriod. Every renewal is one watch event to each
+// waiter and each Observe, and a release wakes every waiter, which all try
+// the update: one succeeds, the others get a conflict (O(N) requests per
+// handover). Electors that share a clientset share its rate limiter
+// (client-go's default: 5 requests per second): give it room.
+//
+// # Not yet
+//
+// Priority beyond the holder's annotation, preemption and transfer need
+// the waiting candidates to be visible to each other, which one Lease
+// cannot carry without every waiter writing it: the optional interfaces of
+// package backend (Lister, Transferer) are not implemented, and a
+// candidate's Priority orders nothing.
+//
+// Names: an election's name here is the Lease's name in a namespace (DNS
+// rules), not the slash-separated path of backend.ValidateName.
+package kube
