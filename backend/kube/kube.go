@@ -219,6 +219,9 @@ func (e *Elector) wait(ctx context.Context, v *view, stopV func(), stop <-chan s
 			if s.err != nil && fatal(s.err) {
 				return nil, s.err
 			}
+			if s.err != nil {
+				e.warn("kube election: cannot read the Lease yet; retrying", "lease", e.lease(), "err", s.err)
+			}
 		case s.bad != nil:
 			e.warn("kube election: the Lease cannot be read; waiting for it to change", "lease", e.lease(), "err", s.bad)
 		case s.lease == nil:

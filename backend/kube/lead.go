@@ -38,7 +38,9 @@ func (e *Elector) lead(ld *leadership) {
 		case <-ld.ctx.Done():
 			return // Resign or Close: they release
 		case <-term.Done():
-			e.releaseLapsed(ld)
+			if err := term.Err(); !errors.Is(err, election.ErrResigned) && !errors.Is(err, election.ErrClosed) {
+				e.releaseLapsed(ld) // Resign and Close release themselves
+			}
 			return
 		case <-notify:
 		case <-timer.C:
