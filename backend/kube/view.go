@@ -149,13 +149,11 @@ func (v *view) follow(ctx context.Context, sel, rv string) error {
 				}
 			case watch.Bookmark:
 			case watch.Error:
-				if st := apierrors.FromObject(ev.Object); st != nil {
-					if apierrors.IsResourceExpired(st) || apierrors.IsGone(st) {
-						return nil // too old: list again
-					}
-					return st
+				st := apierrors.FromObject(ev.Object)
+				if apierrors.IsResourceExpired(st) || apierrors.IsGone(st) {
+					return nil // too old: list again
 				}
-				return errWatchEnded
+				return fmt.Errorf("%w: %w", errWatchEnded, st)
 			}
 		}
 	}
