@@ -76,6 +76,9 @@ func New(leases coordinationv1client.LeasesGetter, namespace, name string, opts 
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return nil, &election.OptionError{Field: "name", Value: backend.QuoteValue(name), Reason: "must be a Lease name (a DNS subdomain): " + errs[0]}
 	}
+	if len(name) > MaxNameLen {
+		return nil, &election.OptionError{Field: "name", Value: backend.QuoteValue(name), Reason: fmt.Sprintf("is %d bytes, more than kube.MaxNameLen (%d): the candidates' records are named after it", len(name), MaxNameLen)}
+	}
 	o, err := election.NewOptions(opts...)
 	if err != nil {
 		return nil, err
@@ -197,11 +200,25 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 		e.terms.Forget(old.lc)
 	}
 	v, stopV := e.startView()
+	reg, err := e.register(ctx)
+	if err != nil {
+		stopV()
+		if ierr := (skeleton.Waiting{Closing: e.closing, Stop: stop}).Interrupted(ctx); ierr != nil {
+			return nil, ierr
+		}
+		return nil, err
+	}
 	t, err := e.wait(ctx, v, stopV, stop)
 	if err != nil {
 		stopV()
+		e.withdrawLater(reg)
 		return nil, err
 	}
+	// A leader is no longer a waiting candidate: its record goes before
+	// Campaign returns, so that the order never names it.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.Window())
+	reg.withdraw(wctx)
+	cancel()
 	return t, nil
 }
 
@@ -238,6 +255,21 @@ func (e *Elector) wait(ctx context.Context, v *view, stopV func(), stop <-chan s
 		default:
 			if at, free := expiry(s); !free {
 				timer = time.NewTimer(clock.Until(at))
+				break
+			}
+			take, later, err := e.mayTake(ctx, s)
+			if err != nil {
+				if fatal(err) || ctx.Err() != nil {
+					if ierr := w.Interrupted(ctx); ierr != nil {
+						return nil, ierr
+					}
+					return nil, err
+				}
+				e.warn("kube election: listing the candidates failed; retrying", "lease", e.lease(), "err", err)
+				later = 100 * time.Millisecond
+			}
+			if !take {
+				timer = time.NewTimer(later)
 				break
 			}
 			t, err := e.acquire(ctx, s, v, stopV, stop)
@@ -344,7 +376,7 @@ func (e *Elector) acquire(ctx context.Context, s state, v *view, stopV func(), s
 	sent := clock.Now()
 	now := microNow(sent)
 	note := &termNote{Holder: e.o.ID, Acquired: now.UTC().Format(microFormat), Token: token, Priority: e.o.Priority, Value: e.o.Value}
-	upd, err := withRecord(s.lease, e.o.ID, e.seconds, now, now, s.rec.transitions+1, note)
+	upd, err := withRecord(s.lease, e.o.ID, e.seconds, now, now, s.rec.transitions+1, note, "")
 	if err != nil {
 		return nil, err
 	}
@@ -374,7 +406,7 @@ func (e *Elector) acquire(ctx context.Context, s state, v *view, stopV func(), s
 		e.mu.Unlock()
 		lc.End(cause)
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), e.o.Window())
-		if err := e.release(rctx, ld); err != nil {
+		if err := e.release(rctx, ld, ""); err != nil {
 			e.log.Warn("kube election: releasing the Lease failed; it lapses after its duration", "lease", e.lease(), "err", err)
 		}
 		rcancel()
@@ -423,7 +455,7 @@ func (e *Elector) Resign(ctx context.Context) error {
 	ld.lc.End(election.ErrResigned)
 	ld.halt()
 	<-ld.done
-	err := e.release(rctx, ld)
+	err := e.release(rctx, ld, "")
 	e.terms.Forget(ld.lc)
 	if cerr := ctx.Err(); cerr != nil && context.Cause(rctx) == cerr {
 		return cerr
@@ -450,7 +482,7 @@ func (e *Elector) Close() error {
 		ld.halt()
 		<-ld.done
 		ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
-		if err := e.release(ctx, ld); err != nil {
+		if err := e.release(ctx, ld, ""); err != nil {
 			e.log.Warn("kube election: Close: releasing the Lease failed; it lapses after its duration", "lease", e.lease(), "err", err)
 		}
 		cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -28,6 +29,13 @@ func (e *Elector) lead(ld *leadership) {
 	every := e.renewEvery()
 	timer := time.NewTimer(every)
 	defer timer.Stop()
+	var preempt <-chan time.Time
+	if e.o.PreemptAfter > 0 {
+		t := time.NewTicker(max(min(every, e.o.PreemptAfter/4), 10*time.Millisecond))
+		defer t.Stop()
+		preempt = t.C
+	}
+	seen := map[string]time.Time{} // waiting candidates of higher priority: since when
 	for {
 		s, notify := ld.v.get()
 		if err := e.judge(ld, s); err != nil {
@@ -38,11 +46,18 @@ func (e *Elector) lead(ld *leadership) {
 		case <-ld.ctx.Done():
 			return // Resign or Close: they release
 		case <-term.Done():
-			if err := term.Err(); !errors.Is(err, election.ErrResigned) && !errors.Is(err, election.ErrClosed) {
-				e.releaseLapsed(ld) // Resign and Close release themselves
+			if err := term.Err(); !errors.Is(err, election.ErrResigned) && !errors.Is(err, election.ErrClosed) && !errors.Is(err, election.ErrTransferred) {
+				e.releaseLapsed(ld) // Resign, Close and Transfer release themselves
 			}
 			return
 		case <-notify:
+		case <-preempt:
+			if w, ok := e.preemptor(ld, seen); ok {
+				ld.lc.End(errPreempted(w))
+				ld.lc.AwaitHooks(backend.HandOverWait)
+				e.handOver(ld, w.ID)
+				return
+			}
 		case <-timer.C:
 			if err := ld.lc.BeforeRenew(); err != nil {
 				e.releaseLapsed(ld)
@@ -129,7 +144,7 @@ func (e *Elector) renew(ld *leadership, sent time.Time) error {
 	ctx, cancel := context.WithDeadline(ld.ctx, term.Deadline())
 	defer cancel()
 	cur := ld.current()
-	upd, err := withRecord(cur, e.o.ID, e.seconds, cur.Spec.AcquireTime, microNow(sent), *cur.Spec.LeaseTransitions, mustNote(cur))
+	upd, err := withRecord(cur, e.o.ID, e.seconds, cur.Spec.AcquireTime, microNow(sent), *cur.Spec.LeaseTransitions, mustNote(cur), "")
 	if err != nil {
 		return err
 	}
@@ -186,17 +201,20 @@ func mustNote(l *coordinationv1.Lease) *termNote {
 func (e *Elector) releaseLapsed(ld *leadership) {
 	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
 	defer cancel()
-	if err := e.release(ctx, ld); err != nil && e.bg.Err() == nil {
+	if err := e.release(ctx, ld, ""); err != nil && e.bg.Err() == nil {
 		e.log.Warn("kube election: releasing the Lease after the Term ended failed; it lapses after its duration", "lease", e.lease(), "err", err)
 	}
 }
 
 // release gives the Lease up as client-go's ReleaseOnCancel does: no
 // holder, leaseDurationSeconds 1, acquireTime and renewTime now, the
-// transitions kept; and this backend's annotation removed. Each write is
+// transitions kept; and this backend's annotation removed; the
+// HandOverAnnotation names to, the candidate a transfer or a preemption
+// hands it to (our other candidates leave it to that one for a lease
+// window). Each write is
 // conditional on a version that is still this leadership's: a Lease that
 // is no longer ours is left alone.
-func (e *Elector) release(ctx context.Context, ld *leadership) error {
+func (e *Elector) release(ctx context.Context, ld *leadership, to string) error {
 	l := ld.current()
 	for {
 		r, err := readLease(l)
@@ -207,7 +225,7 @@ func (e *Elector) release(ctx context.Context, ld *leadership) error {
 			return nil
 		}
 		now := microNow(clock.Now())
-		rel, err := withRecord(l, "", 1, now, now, r.transitions, nil)
+		rel, err := withRecord(l, "", 1, now, now, r.transitions, nil, to)
 		if err != nil {
 			return err
 		}
@@ -225,4 +243,59 @@ func (e *Elector) release(ctx context.Context, ld *leadership) error {
 			return e.requestErr(ctx, "releasing", err)
 		}
 	}
+}
+
+// preemptor reads the waiting candidates and returns the best one of
+// strictly higher priority than the leader's that has waited
+// PreemptAfter without a break (seen keeps since when each was seen).
+func (e *Elector) preemptor(ld *leadership, seen map[string]time.Time) (waiting, bool) {
+	ctx, cancel := context.WithDeadline(ld.ctx, ld.lc.Term().Deadline())
+	defer cancel()
+	ws, err := e.list(ctx, e.o.ID)
+	if err != nil {
+		return waiting{}, false
+	}
+	now := clock.Now()
+	live := map[string]bool{}
+	var best *waiting
+	for i, w := range ws {
+		if w.Priority <= e.o.Priority {
+			continue
+		}
+		key := w.ID + "@" + strconv.FormatUint(w.since, 10)
+		live[key] = true
+		if _, ok := seen[key]; !ok {
+			seen[key] = now
+		}
+		if best == nil && now.Sub(seen[key]) >= e.o.PreemptAfter {
+			best = &ws[i]
+		}
+	}
+	for k := range seen {
+		if !live[k] {
+			delete(seen, k) // a break in its wait: the hold-off starts again
+		}
+	}
+	if best == nil {
+		return waiting{}, false
+	}
+	return *best, true
+}
+
+// handOver releases the Lease of an ended leadership to the candidate to,
+// within one lease window. The Elector leaves the election, as after
+// Resign.
+func (e *Elector) handOver(ld *leadership, to string) error {
+	e.mu.Lock()
+	if e.cur == ld {
+		e.cur = nil
+	}
+	e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+	defer cancel()
+	err := e.release(ctx, ld, to)
+	if err != nil && e.bg.Err() == nil {
+		e.log.Warn("kube election: handing the Lease over failed; it lapses after its duration", "lease", e.lease(), "to", to, "err", err)
+	}
+	return err
 }

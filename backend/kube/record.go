@@ -126,12 +126,34 @@ func microNow(now time.Time) *metav1.MicroTime {
 	return &metav1.MicroTime{Time: now.UTC().Truncate(time.Microsecond)}
 }
 
+// HandOverAnnotation names, on a released Lease, the candidate a transfer
+// or a preemption handed it to: {"to": ID, "at": renewTime of the
+// release}. It counts only on the release it was written with (no holder,
+// the same renewTime). Not spec.preferredHolder: the API server keeps
+// that field only with the CoordinatedLeaderElection feature on.
+const HandOverAnnotation = "election.electkit.io/handover"
+
+type handOverNote struct {
+	To string `json:"to"`
+	At string `json:"at"`
+}
+
 // withRecord returns a copy of l with its spec set to the record of holder
-// (client-go's LeaderElectionRecordToLeaseSpec keeps Strategy and
-// PreferredHolder; so do we) and its Annotation set to note, or removed
-// for a nil note.
-func withRecord(l *coordinationv1.Lease, holder string, seconds int32, acquired, renewed *metav1.MicroTime, transitions int32, note *termNote) (*coordinationv1.Lease, error) {
+// (Strategy and preferredHolder kept), its Annotation set to note (removed
+// for a nil note) and its HandOverAnnotation naming pref (removed for "").
+func withRecord(l *coordinationv1.Lease, holder string, seconds int32, acquired, renewed *metav1.MicroTime, transitions int32, note *termNote, pref string) (*coordinationv1.Lease, error) {
 	c := l.DeepCopy()
+	delete(c.Annotations, HandOverAnnotation)
+	if pref != "" && renewed != nil {
+		raw, err := json.Marshal(handOverNote{To: pref, At: renewed.UTC().Format(microFormat)})
+		if err != nil {
+			return nil, err
+		}
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[HandOverAnnotation] = string(raw)
+	}
 	c.Spec.HolderIdentity = &holder
 	c.Spec.LeaseDurationSeconds = &seconds
 	c.Spec.AcquireTime = acquired
