@@ -19,13 +19,34 @@
 // it read when it takes the Lease over.
 //
 // Every write is an update conditional on the resourceVersion read
-// (optimistic concurrency), as client-go's are. A candidate takes the
-// Lease when its holderIdentity is empty (released) or when its holder's
-// lease has lapsed on the candidate's own clock: leaseDurationSeconds
-// after the candidate last saw the record change, the rule client-go's
-// candidates keep with their observedTime. The Lease does not exist yet:
-// the first candidate creates it held by nobody, then takes it like any
-// other time.
+// (optimistic concurrency), as client-go's are. The Lease is free when its
+// holderIdentity is empty (released) or when its holder's lease has lapsed
+// on the candidate's own clock: leaseDurationSeconds after the candidate
+// last saw the record change, the rule client-go's candidates keep with
+// their observedTime. The Lease does not exist yet: the first candidate
+// creates it held by nobody, then takes it like any other time.
+//
+// # Priority, preemption, transfer
+//
+// A waiting candidate registers in a candidate record: a Lease of its own
+// named after the election's and its ID (name-c-<hash>), labelled
+// CandidateLabel, holding its ID, priority, value and the resourceVersion
+// it was created at (CandidateAnnotation), renewed every third of the
+// lease window and deleted when the candidacy ends (one left behind by a
+// crash lapses after its leaseDurationSeconds). Of the candidates that find
+// the Lease free, the head of the live records takes it: the highest
+// Priority, then the earliest registered (Candidates lists them in that
+// order). Transfer, and a leader made WithPreemption whose best waiting
+// candidate of higher priority has waited the hold-off, release the Lease
+// with the HandOverAnnotation naming that candidate, which takes it at
+// once while our others leave it alone for a lease window.
+// (spec.preferredHolder would say the same, but the API server keeps it
+// only with the CoordinatedLeaderElection feature on.) client-go's
+// candidates know none of this: in a mixed election the order and
+// hand-overs hold among ours, and client-go's may take a free Lease first.
+//
+// The candidates need get, list, watch, create, update and delete on
+// coordination.k8s.io leases in the namespace.
 //
 // # Tokens (P2)
 //
@@ -81,20 +102,14 @@
 // # Cost
 //
 // A waiting candidate holds one watch of the Lease (field selector
-// metadata.name) and sends nothing while the Lease is held: client-go's
-// send one GET per RetryPeriod. Every renewal is one watch event to each
-// waiter and each Observe, and a release wakes every waiter, which all try
-// the update: one succeeds, the others get a conflict (O(N) requests per
-// handover). Electors that share a clientset share its rate limiter
-// (client-go's default: 5 requests per second): give it room.
-//
-// # Not yet
-//
-// Priority beyond the holder's annotation, preemption and transfer need
-// the waiting candidates to be visible to each other, which one Lease
-// cannot carry without every waiter writing it: the optional interfaces of
-// package backend (Lister, Transferer) are not implemented, and a
-// candidate's Priority orders nothing.
+// metadata.name) and renews its record every third of the lease window:
+// at the default TTL (10 s) one request per 3.3 s; client-go's send one
+// GET per RetryPeriod (2 s, jittered up to 4.4 s). Every renewal of the
+// leader is one watch event to each waiter and each Observe, and a release
+// wakes every waiter, which each list the candidate records once (only the
+// head then writes): O(N) reads per handover, not the O(1) of the etcd and
+// ZooKeeper backends. Electors that share a clientset share its rate
+// limiter (client-go's default: 5 requests per second): give it room.
 //
 // Names: an election's name here is the Lease's name in a namespace (DNS
 // rules), not the slash-separated path of backend.ValidateName.
