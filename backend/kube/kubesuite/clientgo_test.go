@@ -70,6 +70,18 @@ const (
 // which a cut connection holds up for RenewDeadline, past the lease.
 func startClientGo(t *testing.T, name, id string, release bool, lg *leadLog) *clientGoCandidate {
 	t.Helper()
+	return startClientGoWith(t, name, id, release, lg, cgLeaseDuration, cgRenewDeadline, cgRetryPeriod)
+}
+
+// startClientGoTimed starts a client-go candidate without ReleaseOnCancel
+// with the given timings.
+func startClientGoTimed(t *testing.T, name, id string, lg *leadLog, lease, renew, retry time.Duration) *clientGoCandidate {
+	t.Helper()
+	return startClientGoWith(t, name, id, false, lg, lease, renew, retry)
+}
+
+func startClientGoWith(t *testing.T, name, id string, release bool, lg *leadLog, lease, renew, retry time.Duration) *clientGoCandidate {
+	t.Helper()
 	cs, px := candidateClient(t, kubesuite.AdminToken)
 	c := &clientGoCandidate{id: id, px: px, led: make(chan struct{}), done: make(chan struct{}), lg: lg}
 	lock := &resourcelock.LeaseLock{
@@ -78,7 +90,7 @@ func startClientGo(t *testing.T, name, id string, release bool, lg *leadLog) *cl
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: cgLeaseDuration, RenewDeadline: cgRenewDeadline, RetryPeriod: cgRetryPeriod,
+		Lock: lock, LeaseDuration: lease, RenewDeadline: renew, RetryPeriod: retry,
 		ReleaseOnCancel: release, Name: name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) { lg.start(id); close(c.led) },

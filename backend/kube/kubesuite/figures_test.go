@@ -133,6 +133,44 @@ func TestFigures(t *testing.T) {
 		rounds, pct(ours, 0.5).Round(time.Millisecond), pct(ours, 0.99).Round(time.Millisecond),
 		pct(theirs, 0.5).Round(time.Millisecond), pct(theirs, 0.99).Round(time.Millisecond))
 
+	// Crash failover at a 2 s lease: the leader's connection is cut; from
+	// the cut until the waiter leads. client-go with the same lease, its
+	// other timings scaled as its defaults are (RenewDeadline 2/3,
+	// RetryPeriod 2/15 of the lease).
+	const crashes = 5
+	var oursCrash, theirsCrash []time.Duration
+	for range crashes {
+		cname := leaseName(t)
+		a := newOurs(t, cname, "a")
+		if _, err := a.e.Campaign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b := newOurs(t, cname, "b")
+		ch := make(chan error, 1)
+		go func() { _, err := b.e.Campaign(ctx); ch <- err }()
+		waitQueued(t, b.e)
+		start := time.Now()
+		a.px.Cut()
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+		oursCrash = append(oursCrash, time.Since(start))
+	}
+	for range crashes {
+		cname := leaseName(t)
+		lg := &leadLog{t: t}
+		x := startClientGoTimed(t, cname, "x", lg, 2*time.Second, 1333*time.Millisecond, 266*time.Millisecond)
+		x.waitLed(t, patience)
+		y := startClientGoTimed(t, cname, "y", lg, 2*time.Second, 1333*time.Millisecond, 266*time.Millisecond)
+		start := time.Now()
+		x.px.Cut()
+		y.waitLed(t, patience)
+		theirsCrash = append(theirsCrash, time.Since(start))
+	}
+	t.Logf("crash failover at a 2 s lease, %d rounds: ours p50 %v max %v; client-go p50 %v max %v", crashes,
+		pct(oursCrash, 0.5).Round(time.Millisecond), pct(oursCrash, 1).Round(time.Millisecond),
+		pct(theirsCrash, 0.5).Round(time.Millisecond), pct(theirsCrash, 1).Round(time.Millisecond))
+
 	// Idle waiters: requests over four renewals of the leader (about
 	// 20 s) while it leads.
 	iname := leaseName(t)
