@@ -36,11 +36,18 @@ func (e *Elector) lead(ld *leadership) {
 		preempt = t.C
 	}
 	seen := map[string]time.Time{} // waiting candidates of higher priority: since when
+	dropped := ""                  // a transfer request whose target no longer waits
 	for {
 		s, notify := ld.v.get()
 		if err := e.judge(ld, s); err != nil {
 			ld.lc.End(err)
 			return
+		}
+		if to, raw := transferRequest(s, ld.token); to != "" && raw != dropped {
+			if e.honour(ld, to) {
+				return
+			}
+			dropped = raw
 		}
 		select {
 		case <-ld.ctx.Done():

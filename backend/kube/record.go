@@ -144,6 +144,7 @@ type handOverNote struct {
 func withRecord(l *coordinationv1.Lease, holder string, seconds int32, acquired, renewed *metav1.MicroTime, transitions int32, note *termNote, pref string) (*coordinationv1.Lease, error) {
 	c := l.DeepCopy()
 	delete(c.Annotations, HandOverAnnotation)
+	delete(c.Annotations, RequestAnnotation) // honoured or dropped by this write
 	if pref != "" && renewed != nil {
 		raw, err := json.Marshal(handOverNote{To: pref, At: renewed.UTC().Format(microFormat)})
 		if err != nil {
