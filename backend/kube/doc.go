@@ -44,6 +44,9 @@
 // only with the CoordinatedLeaderElection feature on.) client-go's
 // candidates know none of this: in a mixed election the order and
 // hand-overs hold among ours, and client-go's may take a free Lease first.
+// RequestTransfer, from any Elector of the election (campaigning or not),
+// writes a request on the Lease (RequestAnnotation, naming the leadership
+// by its token); the leader honours it as Transfer with KeepLeading does.
 //
 // The candidates need get, list, watch, create, update and delete on
 // coordination.k8s.io leases in the namespace.
