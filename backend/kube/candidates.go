@@ -264,7 +264,19 @@ func preferred(s state) string {
 // not taken it within a lease window) and this candidate heads the live
 // candidates. Otherwise it returns how long to wait before deciding again
 // (an event of the Lease comes sooner when one happens).
+//
+// The order is advice: a Lease that has stayed free for a whole TTL since
+// this candidate saw it become free goes to whoever takes it first, so
+// that a head that never comes (a dead candidate whose record a clock far
+// ahead keeps live) cannot stall the election.
 func (e *Elector) mayTake(ctx context.Context, s state) (bool, time.Duration, error) {
+	freeAt := s.observed
+	if s.rec.holder != "" {
+		freeAt, _ = expiry(s)
+	}
+	if clock.Since(freeAt) >= e.o.TTL {
+		return true, 0, nil
+	}
 	pref := preferred(s)
 	switch {
 	case pref == e.o.ID:
@@ -283,7 +295,7 @@ func (e *Elector) mayTake(ctx context.Context, s state) (bool, time.Duration, er
 	}
 	// The head of the queue should take it at once; if it does not (it
 	// died), its record lapses and the next decision finds another head.
-	return false, e.renewEvery(), nil
+	return false, min(e.renewEvery(), clock.Until(freeAt.Add(e.o.TTL))), nil
 }
 
 // errPreempted wraps election.ErrPreempted with who preempted.
