@@ -298,6 +298,19 @@ func (e *Elector) mayTake(ctx context.Context, s state) (bool, time.Duration, er
 	return false, min(e.renewEvery(), clock.Until(freeAt.Add(e.o.TTL))), nil
 }
 
+// successor is the head of the waiting candidates, whom a release names
+// in its handover annotation: that one takes the Lease on the release's
+// watch event, and the others, who see it named, send nothing (one list,
+// the leader's, per handover instead of one per waiter). "" when none
+// waits or the list fails: then every waiter lists.
+func (e *Elector) successor(ctx context.Context) string {
+	ws, err := e.list(ctx, e.o.ID)
+	if err != nil || len(ws) == 0 {
+		return ""
+	}
+	return ws[0].ID
+}
+
 // errPreempted wraps election.ErrPreempted with who preempted.
 func errPreempted(w waiting) error {
 	return fmt.Errorf("%w: by %s (priority %d)", election.ErrPreempted, backend.QuoteValue(w.ID), w.Priority)

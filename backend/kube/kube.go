@@ -455,7 +455,7 @@ func (e *Elector) Resign(ctx context.Context) error {
 	ld.lc.End(election.ErrResigned)
 	ld.halt()
 	<-ld.done
-	err := e.release(rctx, ld, "")
+	err := e.release(rctx, ld, e.successor(rctx))
 	e.terms.Forget(ld.lc)
 	if cerr := ctx.Err(); cerr != nil && context.Cause(rctx) == cerr {
 		return cerr
@@ -482,7 +482,7 @@ func (e *Elector) Close() error {
 		ld.halt()
 		<-ld.done
 		ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
-		if err := e.release(ctx, ld, ""); err != nil {
+		if err := e.release(ctx, ld, e.successor(ctx)); err != nil {
 			e.log.Warn("kube election: Close: releasing the Lease failed; it lapses after its duration", "lease", e.lease(), "err", err)
 		}
 		cancel()

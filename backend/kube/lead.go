@@ -208,7 +208,7 @@ func mustNote(l *coordinationv1.Lease) *termNote {
 func (e *Elector) releaseLapsed(ld *leadership) {
 	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
 	defer cancel()
-	if err := e.release(ctx, ld, ""); err != nil && e.bg.Err() == nil {
+	if err := e.release(ctx, ld, e.successor(ctx)); err != nil && e.bg.Err() == nil {
 		e.log.Warn("kube election: releasing the Lease after the Term ended failed; it lapses after its duration", "lease", e.lease(), "err", err)
 	}
 }

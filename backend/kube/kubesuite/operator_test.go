@@ -115,8 +115,10 @@ func TestOperatorChanges(t *testing.T) {
 			if !strings.Contains(term.Err().Error(), c.why) {
 				t.Errorf("Term ended with %v; want it to say %q", term.Err(), c.why)
 			}
-			if c.free { // the election goes on at once
-				lead(t, name, long)
+			if c.free { // the election goes on at once, with a larger token
+				if _, next := lead(t, name, long); next.Token() <= term.Token() {
+					t.Errorf("token %d after %d: not increasing across the change", next.Token(), term.Token())
+				}
 			}
 		})
 	}
