@@ -108,10 +108,12 @@
 // metadata.name) and renews its record every third of the lease window:
 // at the default TTL (10 s) one request per 3.3 s; client-go's send one
 // GET per RetryPeriod (2 s, jittered up to 4.4 s). Every renewal of the
-// leader is one watch event to each waiter and each Observe, and a release
-// wakes every waiter, which each list the candidate records once (only the
-// head then writes): O(N) reads per handover, not the O(1) of the etcd and
-// ZooKeeper backends. Electors that share a clientset share its rate
+// leader is one watch event to each waiter and each Observe. A release by
+// Resign, Close, Transfer or preemption names its successor (the leader
+// lists the candidate records once): the successor takes the Lease on the
+// watch event and the other waiters send nothing, though each still gets
+// the event. A Lease that lapses (its leader crashed) names nobody: every
+// waiter lists the records once, and only the head writes. Electors that share a clientset share its rate
 // limiter (client-go's default: 5 requests per second): give it room.
 //
 // Names: an election's name here is the Lease's name in a namespace (DNS
