@@ -200,13 +200,21 @@ func (r *registration) renew(ctx context.Context) {
 		note, _ := json.Marshal(candNote{Priority: e.o.Priority, Value: e.o.Value, Since: r.since})
 		cur.Annotations[CandidateAnnotation] = string(note)
 		got, err := e.leases.Leases(e.ns).Update(ctx, cur, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			if got, err = e.leases.Leases(e.ns).Get(ctx, cur.Name, metav1.GetOptions{}); err == nil {
-				r.mu.Lock()
-				r.lease = got
-				r.mu.Unlock()
-				continue // renewed at the next tick, within the window
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// Changed or deleted by another client (an update of a
+			// deleted object fails its UID precondition: a conflict).
+			got, err = e.leases.Leases(e.ns).Get(ctx, cur.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				// Registered anew, at the back of its priority.
+				cur.ResourceVersion, cur.UID = "", ""
+				cur.Annotations[CandidateAnnotation] = string(mustJSON(candNote{Priority: e.o.Priority, Value: e.o.Value}))
+				if got, err = e.leases.Leases(e.ns).Create(ctx, cur, metav1.CreateOptions{}); err == nil {
+					r.mu.Lock()
+					r.since, _ = strconv.ParseUint(got.ResourceVersion, 10, 64)
+					r.mu.Unlock()
+				}
 			}
+			// Otherwise renewed at the next tick, within the window.
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -218,6 +226,11 @@ func (r *registration) renew(ctx context.Context) {
 		r.lease = got
 		r.mu.Unlock()
 	}
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // withdraw stops renewing the record and deletes it, within ctx.

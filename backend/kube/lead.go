@@ -45,6 +45,7 @@ func (e *Elector) lead(ld *leadership) {
 		}
 		if to, raw := transferRequest(s, ld.token); to != "" && raw != dropped {
 			if e.honour(ld, to) {
+				e.terms.Forget(ld.lc)
 				return
 			}
 			dropped = raw
@@ -62,7 +63,8 @@ func (e *Elector) lead(ld *leadership) {
 			if w, ok := e.preemptor(ld, seen); ok {
 				ld.lc.End(errPreempted(w))
 				ld.lc.AwaitHooks(backend.HandOverWait)
-				e.handOver(ld, w.ID)
+				_ = e.handOver(ld, w.ID)
+				e.terms.Forget(ld.lc)
 				return
 			}
 		case <-timer.C:

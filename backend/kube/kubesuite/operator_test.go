@@ -242,3 +242,60 @@ func TestPermissionRemoved(t *testing.T) {
 		t.Errorf("Campaign without permission = %v; want a forbidden error naming the Lease", err)
 	}
 }
+
+// TestCandidateRecordDeleted: another client deletes a waiting candidate's
+// record; its waiter registers anew at its next renewal, and leads when
+// the leader resigns.
+func TestCandidateRecordDeleted(t *testing.T) {
+	server(t)
+	ctx := context.Background()
+	name := leaseName(t)
+	a, _ := lead(t, name, election.WithID("a"))
+	b := newOursOpts(t, name, kubesuite.AdminToken, election.WithID("b"))
+	wb := make(chan won, 1)
+	go func() { term, err := b.Campaign(ctx); wb <- won{term, err, time.Now()} }()
+	waitCandidates(t, a, "b")
+	sel := metav1.ListOptions{LabelSelector: kube.CandidateLabel}
+	l, err := admin.CoordinationV1().Leases(ns).List(ctx, sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := false
+	for _, c := range l.Items {
+		if c.Spec.HolderIdentity != nil && *c.Spec.HolderIdentity == "b" && strings.HasPrefix(c.Name, name+"-c-") {
+			if err := admin.CoordinationV1().Leases(ns).Delete(ctx, c.Name, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			deleted = true
+		}
+	}
+	if !deleted {
+		t.Fatal("no candidate record of b found")
+	}
+	waitCandidates(t, a)
+	waitCandidates(t, a, "b") // registered anew
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitWon(t, wb, patience, "b after a resigned")
+}
+
+// waitCandidates waits until e lists exactly ids as waiting.
+func waitCandidates(t *testing.T, e election.Elector, ids ...string) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for {
+		cs, err := election.Candidates(context.Background(), e)
+		var got []string
+		for _, c := range cs {
+			got = append(got, c.ID)
+		}
+		if err == nil && fmt.Sprint(got) == fmt.Sprint(ids) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("candidates %v, %v; want %v", got, err, ids)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
