@@ -36,10 +36,14 @@
 // crash lapses after its leaseDurationSeconds). Of the candidates that find
 // the Lease free, the head of the live records takes it: the highest
 // Priority, then the earliest registered (Candidates lists them in that
-// order). Transfer, and a leader made WithPreemption whose best waiting
-// candidate of higher priority has waited the hold-off, release the Lease
-// with the HandOverAnnotation naming that candidate, which takes it at
-// once while our others leave it alone for a lease window.
+// order); a Lease left free for a whole TTL goes to whoever takes it
+// first. Every release names the candidate it hands the Lease to in the
+// HandOverAnnotation, which that candidate takes at once while our others
+// leave it alone for a lease window: Resign, Close and a Term that ended
+// by itself name the head of the records; Transfer its target; a leader
+// made WithPreemption, the best waiting candidate of higher priority once
+// it has waited the hold-off. A record that another client deletes is
+// registered anew at its waiter's next renewal.
 // (spec.preferredHolder would say the same, but the API server keeps it
 // only with the CoordinatedLeaderElection feature on.) client-go's
 // candidates know none of this: in a mixed election the order and
@@ -100,7 +104,10 @@
 // client-go's candidates take a deleted Lease at once. Resign releases the
 // Lease as ReleaseOnCancel does (holderIdentity empty,
 // leaseDurationSeconds 1), so a client-go candidate takes it on its next
-// retry, and ours on the watch event.
+// retry, and ours on the watch event. A client-go leader's release reads
+// the Lease and updates it without checking who holds it: one whose lease
+// lapsed while it was cut off can clear our newer leadership, whose Term
+// then ends on the watch event.
 //
 // # Cost
 //
@@ -113,8 +120,9 @@
 // lists the candidate records once): the successor takes the Lease on the
 // watch event and the other waiters send nothing, though each still gets
 // the event. A Lease that lapses (its leader crashed) names nobody: every
-// waiter lists the records once, and only the head writes. Electors that share a clientset share its rate
-// limiter (client-go's default: 5 requests per second): give it room.
+// waiter lists the records once, and only the head writes. Electors that
+// share a clientset share its rate limiter (client-go's default: 5
+// requests per second): give it room.
 //
 // Names: an election's name here is the Lease's name in a namespace (DNS
 // rules), not the slash-separated path of backend.ValidateName.
