@@ -231,6 +231,48 @@ EOF
 # The same client version as backend/etcd's consumer resolved.
 etcdv=$(cd "$tmp/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/client/v3)
 consumer concurrency "$(printf 'package main\n\nimport _ "go.etcd.io/etcd/client/v3/concurrency"\n\nfunc main() {}')" "go.etcd.io/etcd/client/v3@$etcdv"
+# The Kubernetes backend, beside a program that imports client-go's own
+# leaderelection (the same client-go version).
+consumer kube "$(
+	cat <<'EOF'
+package main
+
+import (
+	"context"
+	"log"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/kube"
+)
+
+func main() {
+	cfg, err := clientcmd.BuildConfigFromFlags("", clientcmd.RecommendedHomeFile)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	e, err := kube.New(cs.CoordinationV1(), "default", "consumer", election.WithID("c1"), election.WithTTL(10*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer e.Close()
+	t, err := e.Campaign(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Print("leader: ", t.Leader().ID)
+}
+EOF
+)" "github.com/electkit/election@$version" "github.com/electkit/election/backend/kube@$version"
+kubev=$(cd "$tmp/kube" && go list -m -f '{{.Version}}' k8s.io/client-go)
+consumer clientgo "$(printf 'package main\n\nimport (\n\t_ "k8s.io/client-go/kubernetes"\n\t_ "k8s.io/client-go/tools/clientcmd"\n\t_ "k8s.io/client-go/tools/leaderelection"\n)\n\nfunc main() {}')" "k8s.io/client-go@$kubev"
 graphs=$((SECONDS - start))
 
 # The command, as a user installs it.
@@ -251,6 +293,7 @@ elect=$("$tmp/bin/elect" --version 2>&1) || {
 
 count() { wc -l <"$tmp/$1/modules"; }
 concurrency=$(count concurrency) etcd=$(count etcd) zk=$(count zk) inmem=$(count inmem)
+clientgo=$(count clientgo) kube=$(count kube)
 echo "proxy of the workspace's modules at $version:"
 sed 's/^/  /' "$tmp/proxy.log"
 echo "modules in the graph (go list -m all) of a program that imports:"
@@ -258,11 +301,14 @@ printf '  %-48s %4d\n' go.etcd.io/etcd/client/v3/concurrency "$concurrency"
 printf '  %-48s %4d  (%+d; at most +5)\n' github.com/electkit/election/backend/etcd "$etcd" $((etcd - concurrency))
 printf '  %-48s %4d\n' github.com/electkit/election/backend/zk "$zk"
 printf '  %-48s %4d\n' github.com/electkit/election/backend/inmem "$inmem"
+printf '  %-48s %4d\n' k8s.io/client-go/tools/leaderelection "$clientgo"
+printf '  %-48s %4d  (%+d; at most +5)\n' github.com/electkit/election/backend/kube "$kube" $((kube - clientgo))
+echo "  backend/kube's beyond leaderelection's: $(comm -13 <(cut -d' ' -f1 "$tmp/clientgo/modules" | tail -n +2 | sort) <(cut -d' ' -f1 "$tmp/kube/modules" | tail -n +2 | sort) | tr '\n' ' ')"
 echo "  backend/etcd's beyond concurrency's: $(comm -13 <(cut -d' ' -f1 "$tmp/concurrency/modules" | tail -n +2 | sort) <(cut -d' ' -f1 "$tmp/etcd/modules" | tail -n +2 | sort) | tr '\n' ' ')"
 echo "  backend/zk's: $(cut -d' ' -f1 "$tmp/zk/modules" | tail -n +2 | tr '\n' ' ')"
 echo "  backend/inmem's: $(cut -d' ' -f1 "$tmp/inmem/modules" | tail -n +2 | tr '\n' ' ')"
 echo "modules whose packages are compiled into the program:"
-for b in concurrency etcd zk inmem; do
+for b in concurrency etcd zk inmem clientgo kube; do
 	printf '  %-12s %3d: %s\n' "$b" "$(wc -l <"$tmp/$b/built")" "$(grep -v '^go\.\|^google\.\|^golang\.org' "$tmp/$b/built" | tr '\n' ' ')"
 done
 echo "the inmem program printed: $inmemOut"
@@ -274,6 +320,34 @@ if ((etcd > concurrency + 5)); then
 	echo "FAIL: backend/etcd's graph is $((etcd - concurrency)) modules larger than concurrency's (at most 5)"
 	fail=1
 fi
+if ((kube > clientgo + 5)); then
+	echo "FAIL: backend/kube's graph is $((kube - clientgo)) modules larger than client-go's leaderelection's (at most 5)"
+	fail=1
+fi
+# backend/kube: nothing of etcd or of Kubernetes' own tree in its graph;
+# ZooKeeper's client is in it (the root module requires it for backend/zk)
+# but none of its packages is compiled; and of what it adds to client-go's
+# graph, nothing only tests use.
+while read -r mod ver; do
+	case $mod in
+	go.etcd.io/* | k8s.io/kubernetes) why="etcd or Kubernetes' own tree" ;;
+	*) continue ;;
+	esac
+	echo "FAIL: backend/kube's graph carries $mod $ver ($why), required by: $(cd "$tmp/kube" && go mod graph | awk -v m="$mod@$ver" '$2 == m {print $1}' | tr '\n' ' ')"
+	fail=1
+done <"$tmp/kube/modules"
+if grep -E '^(go\.etcd\.io/|github\.com/go-zookeeper/|k8s\.io/kubernetes$)' "$tmp/kube/built"; then
+	echo "FAIL: the backend/kube program compiles packages of the modules above"
+	fail=1
+fi
+for mod in $(comm -13 <(cut -d' ' -f1 "$tmp/clientgo/modules" | sort) <(cut -d' ' -f1 "$tmp/kube/modules" | sort)); do
+	case $mod in
+	go.uber.org/goleak | github.com/stretchr/testify | github.com/pmezard/go-difflib | github.com/cockroachdb/datadriven)
+		echo "FAIL: backend/kube's graph adds $mod to client-go's, a module only the tests use"
+		fail=1
+		;;
+	esac
+done
 for b in zk inmem; do
 	while read -r mod ver; do
 		case $mod in

@@ -48,6 +48,7 @@ var storeBackends = []storeBackend{
 	{name: "etcd", shared: true, summary: "an etcd cluster (backend/etcd)", flags: etcdFlags},
 	{name: "zk", shared: true, summary: "a ZooKeeper ensemble (backend/zk); --ttl is the session timeout", flags: zkFlags},
 	{name: "postgres", shared: true, summary: "a PostgreSQL server (backend/postgres); --dsn and the PG* environment", flags: pgFlags},
+	{name: "kube", shared: true, summary: "a Kubernetes Lease (backend/kube), named after --name (/services/demo is the Lease services.demo); --ttl in whole seconds", flags: kubeFlags},
 	{name: "inmem", summary: "a one-candidate election inside this process, to try elect run without a server (backend/inmem)", flags: inmemFlags},
 }
 
