@@ -148,6 +148,20 @@ func (st *muxStream) recv() {
 			st.broke(rpctypes.Error(err))
 			return
 		}
+		if resp.WatchId == clientv3.InvalidWatchID {
+			if resp.Canceled {
+				// A create refused: etcd names no watch then (-1), so
+				// which one is not known, and the cause may be the
+				// stream's own — its auth token, read when it opened,
+				// which a member that has not applied it yet calls
+				// invalid (permission denied) for every create on it.
+				// The stream breaks: every watch on it is opened again,
+				// on a new stream with a fresh token.
+				st.broke(canceledErr(resp))
+				return
+			}
+			continue
+		}
 		st.mu.Lock()
 		w := st.watches[resp.WatchId]
 		if w != nil && resp.Canceled {

@@ -336,6 +336,10 @@ func TestAuthOnClusterRenewals(t *testing.T) {
 		e := newElector(t, etcdtest.Client(t, c.Endpoints(), user), "/auth/leader", id, election.WithTTL(2*time.Second))
 		es = append(es, e)
 		rbs = append(rbs, campaignAsync(ctx, e))
+		// b queued before c starts: the handovers below go to b, then
+		// to c (their Campaigns, started together, could queue either
+		// way round, and c would lead first).
+		awaitSettled(t, e, id)
 	}
 	for i := range want {
 		select {
