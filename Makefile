@@ -145,7 +145,7 @@ gobench:
 # Each run prints its summary; a failing one exits 1 and leaves its history
 # in $(NEMESIS_OUT)/<backend>.
 NEMESIS_DURATION ?= 30m
-NEMESIS_BACKENDS ?= etcd,zk,inmem
+NEMESIS_BACKENDS ?= etcd,zk,postgres,inmem
 NEMESIS_SEED ?= 42
 NEMESIS_OUT ?= nemesis-out
 
