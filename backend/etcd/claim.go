@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"fmt"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend"
+	"github.com/electkit/election/internal/clock"
 )
 
 // This file holds the claim of the leadership: the transaction that
@@ -102,6 +104,13 @@ func (f *follower) renewed() (time.Time, error) {
 		return sent, nil
 	}
 	if _, err := s.renew(f.c.ctx); err != nil {
+		if last := s.lastRenewed(); s.private && clock.Since(last) > s.TTL() {
+			// The candidacy's own lease: no renewal went through for a
+			// whole TTL (its keepalives cannot reach etcd), so etcd has
+			// let it go, or will, with the queue key. The candidacy
+			// ends rather than retry the claim for good.
+			return time.Time{}, fmt.Errorf("%w: lease %016x not renewed for %v: %w", election.ErrLeaseExpired, uint64(s.lease), clock.Since(last).Round(time.Millisecond), err)
+		}
 		return time.Time{}, err
 	}
 	return s.lastRenewed(), nil

@@ -557,6 +557,10 @@ func (f *follower) failed(what string, err error) bool {
 		e.lose(c, err)
 		return true
 	}
+	if errors.Is(err, election.ErrLeaseExpired) {
+		e.lose(c, fmt.Errorf("etcd election %s: %s for %s: %w", e.name, what, c.key, err))
+		return true
+	}
 	if e.isFinal(err) {
 		e.lose(c, e.finalErr(what+" for "+c.key, err))
 		return true

@@ -385,7 +385,11 @@ func TestCampaignOutlastsSlowWatchOpening(t *testing.T) {
 // candidacy's stop, as the Term's end withdraws it, used to say.
 func TestTermEndingAsItBeginsIsNotResigned(t *testing.T) {
 	eps := startEtcd(t)
-	ctx := ctxT(t)
+	// Each Campaign waits out several slow replies (the create, the
+	// release): more than ctxT's patience for three under -race on a
+	// loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*patience)
+	defer cancel()
 	slowTxn := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		err := invoker(ctx, method, req, reply, cc, opts...)
 		if method == "/etcdserverpb.KV/Txn" {
