@@ -22,7 +22,7 @@ import (
 //
 // The stream requires a leader (clientv3.WithRequireLeader): a member that
 // loses its leader cancels it, and every watch on it breaks. A broken
-// watch is the candidacy's to handle, as before: it pauses, reads its keys
+// watch is the candidacy's to handle: it pauses, reads its keys
 // again and watches again, on a new stream opened by the first watch that
 // needs one.
 
