@@ -133,7 +133,7 @@
 // candidacy makes to queue and to lead (a lease of its own, the arrival
 // read, the queue key's create, the reads of the queue, the claims of the
 // leader key, the releases) go through one limiter per client, which lets
-// 64 of them be in flight at once and queues the rest, first come first
+// 32 of them be in flight at once and queues the rest, first come first
 // served, those on a handover's path (a waiter's reads and claims, a
 // release) ahead of new arrivals. Without it the requests of thousands of
 // Campaigns pile up in the member faster than it applies them, every

@@ -68,7 +68,7 @@ func TestBurstOfElectionsOnSessions(t *testing.T) {
 		n           = 300
 		clients     = 3
 		perElection = 20 // requests sent per election, at most
-		inFlight    = 72 // unary requests in flight per client, at most: the limiter's 64 and a few others
+		inFlight    = 40 // unary requests in flight per client, at most: the limiter's 32 and a few others
 	)
 	eps := startEtcd(t)
 	counts := make([]*requestCount, clients)
