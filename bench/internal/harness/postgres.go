@@ -132,7 +132,14 @@ func pgHandover(ctx context.Context, lib peer.Library, name string, samples int,
 	defer cancel()
 	ch := make(chan pgWon, 4)
 	var cs []peer.Candidate
+	pending := 0 // Campaign calls not yet received from ch
 	defer func() {
+		// The Campaign calls still out end with ctx before their
+		// candidates close: a candidate is not closed under a call.
+		cancel()
+		for ; pending > 0; pending-- {
+			<-ch
+		}
 		for _, c := range cs {
 			c.Close()
 		}
@@ -144,8 +151,10 @@ func pgHandover(ctx context.Context, lib peer.Library, name string, samples int,
 		}
 		cs = append(cs, c)
 		pgCampaign(ctx, c, ch)
+		pending++
 	}
 	w := <-ch
+	pending--
 	if w.err != nil {
 		return w.err
 	}
@@ -158,11 +167,13 @@ func pgHandover(ctx context.Context, lib peer.Library, name string, samples int,
 		}
 		old := w.c
 		w = <-ch
+		pending--
 		if w.err != nil {
 			return w.err
 		}
 		row.handover = append(row.handover, float64(w.at-at)/1e6)
 		pgCampaign(ctx, old, ch)
+		pending++
 	}
 	d := &Dist{MS: row.handover}
 	row.HandoverP50, row.HandoverP99, row.HandoverN = d.Q(0.5), d.Q(0.99), len(row.handover)
