@@ -293,6 +293,9 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 	b := retryBackoff(maxRetryWait)
 	for {
 		c, err := e.queue(ctx, b)
+		if err != nil && e.isClosed() {
+			return nil, election.ErrClosed
+		}
 		if !errors.Is(err, errLeaseLapsed) {
 			return c, err
 		}
@@ -314,8 +317,20 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	if e.cli.Ctx().Err() != nil {
 		return nil, e.storeErr(ctx, "granting a lease", e.cli.Ctx().Err())
 	}
+	// queue is one of the Elector's goroutines while it runs: Close waits
+	// for it (a lease granted as Close begins is closed, not left with
+	// its renewals), and ends it (e.bg) if it has not ended on its own.
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil, election.ErrClosed
+	}
+	e.wg.Add(1)
+	e.mu.Unlock()
+	defer e.wg.Done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer context.AfterFunc(e.cli.Ctx(), cancel)()
+	defer context.AfterFunc(e.bg, cancel)()
 	defer cancel()
 	retry := func(what string, err error) error {
 		if ctx.Err() != nil || e.isFinal(err) || errors.Is(err, election.ErrSessionLost) {
