@@ -33,12 +33,12 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 	}
 	put := e.leaderPut(c)
 	ownCmps := []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0),
+		e.lay.noLeader(),
 		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
 		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
 	}
-	if f.w != nil && (f.w.end == after(e.lay.leader) || f.w.end == after(e.lay.transfer)) {
+	if f.w != nil && (f.w.end == e.lay.leadEnd || f.w.end == after(e.lay.transfer)) {
 		// c watched up to the leader key: it heads the queue, or the key
 		// ahead did and has gone (a handover). Nothing is expected above,
 		// so one Compare over the rest of the queue checks it (a range
@@ -92,7 +92,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 // leaderPut creates the leader key for c (in a transaction that checks
 // it is absent).
 func (e *Elector) leaderPut(c *candidacy) clientv3.Op {
-	return clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(c.s.lease))
+	return clientv3.OpPut(c.lkey, c.leaderRec, clientv3.WithLease(c.s.lease))
 }
 
 // renewed returns the send time of the session's last confirmed renewal,

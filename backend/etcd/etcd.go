@@ -78,6 +78,7 @@ type candidacy struct {
 	key       string // the queue key
 	rev       int64  // the queue key's create revision (0 until known)
 	leaderRec string // the leader key's value as the candidacy would create it
+	lkey      string // the leadership key it creates when it claims (set by queue)
 	leader    election.Leader
 
 	stop     chan struct{} // closed when the candidacy is withdrawn
@@ -351,7 +352,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	readArrival := func() (int64, bool, error) {
 		var resp *clientv3.GetResponse
 		err := e.limited(ctx, false, func() (err error) {
-			resp, err = e.cli.Get(ctx, e.lay.leader, clientv3.WithCountOnly())
+			resp, err = e.cli.Get(ctx, e.lay.leader, clientv3.WithRange(e.lay.leadEnd), clientv3.WithCountOnly())
 			return err
 		})
 		if err != nil {
@@ -460,6 +461,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	arrive := func(at int64) {
 		seq = at
 		c.key = e.lay.queueKey(e.o.Priority, seq, s.lease, nonce)
+		c.lkey = e.lay.leaderKey(seq, c.key)
 		c.leaderRec = string(record.EncodeLeader(e.o, e.o.Value, c.key))
 		from = after(c.key)
 		near = e.nearOps(c, from)
@@ -467,7 +469,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		if lead {
 			put := e.leaderPut(c)
 			then = append(then, clientv3.OpTxn(
-				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0)},
+				[]clientv3.Cmp{e.lay.noLeader(), clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0)},
 				[]clientv3.Op{e.lay.nested(from, func() []clientv3.Op { return []clientv3.Op{put} }, func(string, string) []clientv3.Op { return nil })},
 				nil))
 		}
@@ -477,7 +479,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	token := int64(0)
 	for {
 		resp, err := e.commit(ctx, false, e.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "<", seq+1)).
+			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "<", seq+1).WithRange(e.lay.leadEnd)).
 			Then(then...).
 			Else(near...))
 		if err == nil && resp.Succeeded {
@@ -730,14 +732,14 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 		if c.rev != 0 {
 			qcmp = clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)
 		}
-		lcmp := clientv3.Compare(clientv3.Value(e.lay.leader), "=", c.leaderRec)
+		lcmp := clientv3.Compare(clientv3.Value(c.lkey), "=", c.leaderRec)
 		if token != 0 {
-			lcmp = clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token)
+			lcmp = clientv3.Compare(clientv3.CreateRevision(c.lkey), "=", token)
 		}
 		delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
 		// A hand-over to c that c did not take goes with it.
 		delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer)}, nil)
-		_, err = e.commit(ctx, true, e.cli.Txn(ctx).If(lcmp).Then(clientv3.OpDelete(e.lay.leader), delQ, delT).Else(delQ, delT))
+		_, err = e.commit(ctx, true, e.cli.Txn(ctx).If(lcmp).Then(clientv3.OpDelete(c.lkey), delQ, delT).Else(delQ, delT))
 		if err == nil {
 			e.mu.Lock()
 			c.keyGone = true

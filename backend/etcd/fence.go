@@ -42,13 +42,15 @@ func (e *Elector) candidacyOf(t *election.Term) (*candidacy, error) {
 // It fails with an error wrapping election.ErrNotLeader if t is not this
 // Elector's current, valid Term.
 func (e *Elector) Fence(t *election.Term) (clientv3.Cmp, error) {
-	if _, err := e.candidacyOf(t); err != nil {
+	c, err := e.candidacyOf(t)
+	if err != nil {
 		return clientv3.Cmp{}, err
 	}
 	if err := t.Err(); err != nil {
 		return clientv3.Cmp{}, fmt.Errorf("%w: %s ended: %w", election.ErrNotLeader, t, err)
 	}
-	return clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", int64(t.Token())), nil
+	// Over the leadership keys up to c's own: c's alone, at its token.
+	return clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", int64(t.Token())).WithRange(after(c.lkey)), nil
 }
 
 // FenceKey returns the key that Fence compares: the leader key, which
@@ -57,13 +59,14 @@ func (e *Elector) Fence(t *election.Term) (clientv3.Cmp, error) {
 // with an error wrapping election.ErrNotLeader if t is not this Elector's
 // current, valid Term.
 func (e *Elector) FenceKey(t *election.Term) (string, error) {
-	if _, err := e.candidacyOf(t); err != nil {
+	c, err := e.candidacyOf(t)
+	if err != nil {
 		return "", err
 	}
 	if err := t.Err(); err != nil {
 		return "", fmt.Errorf("%w: %s ended: %w", election.ErrNotLeader, t, err)
 	}
-	return e.lay.leader, nil
+	return c.lkey, nil
 }
 
 // Proclaim publishes value as the leader's Value without a new election:
@@ -88,15 +91,15 @@ func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) 
 	}
 	tok := int64(t.Token())
 	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", tok),
-			clientv3.Compare(clientv3.LeaseValue(e.lay.leader), "=", c.s.lease)).
-		Then(clientv3.OpPut(e.lay.leader, string(record.EncodeLeader(e.o, value, c.key)), clientv3.WithLease(c.s.lease))).
+		If(clientv3.Compare(clientv3.CreateRevision(c.lkey), "=", tok),
+			clientv3.Compare(clientv3.LeaseValue(c.lkey), "=", c.s.lease)).
+		Then(clientv3.OpPut(c.lkey, string(record.EncodeLeader(e.o, value, c.key)), clientv3.WithLease(c.s.lease))).
 		Commit()
 	if err != nil {
-		return e.storeErr(ctx, "proclaiming on "+e.lay.leader, err)
+		return e.storeErr(ctx, "proclaiming on "+c.lkey, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: leader key %s (token %d) is gone", election.ErrNotLeader, e.lay.leader, tok)
+		return fmt.Errorf("%w: leader key %s (token %d) is gone", election.ErrNotLeader, c.lkey, tok)
 	}
 	return nil
 }

@@ -69,10 +69,11 @@ import (
 // key's Lease comes back 0 (v3.6 read it from the stored value). The reads
 // are bounded instead: one key, or two of a window.
 
-// leaderName, requestName, transferName, queueDir: the suffixes of the
-// leader key, the transfer request key, the hand-over key and the queue.
+// leaderDir, requestName, transferName, queueDir: the suffixes of the
+// leadership keys' directory, the transfer request key, the hand-over key
+// and the queue.
 const (
-	leaderName   = "_l"
+	leaderDir    = "_l/"
 	requestName  = "_r"
 	transferName = "_t"
 	queueDir     = "_c/"
@@ -85,7 +86,8 @@ const queueKeyLen = 32 + 1 + 16 + 1 + 8
 // layout holds the keys of one election.
 type layout struct {
 	prefix   string // N + "/"
-	leader   string // N/_l
+	leader   string // N/_l/: the leadership keys' directory
+	leadEnd  string // the end of its range: N/_l0
 	request  string // N/_r
 	transfer string // N/_t
 	queue    string // N/_c/
@@ -94,13 +96,46 @@ type layout struct {
 
 func newLayout(name string) layout {
 	p := name + "/"
-	return layout{prefix: p, leader: p + leaderName, request: p + requestName, transfer: p + transferName, queue: p + queueDir, queueEnd: p + queueDir[:len(queueDir)-1] + "0"}
+	return layout{prefix: p, leader: p + leaderDir, leadEnd: p + leaderDir[:len(leaderDir)-1] + "0", request: p + requestName, transfer: p + transferName, queue: p + queueDir, queueEnd: p + queueDir[:len(queueDir)-1] + "0"}
 }
 
 // queueKey names a candidacy's queue key.
 func (l layout) queueKey(priority, seq int64, lease clientv3.LeaseID, nonce uint32) string {
 	return fmt.Sprintf("%s%016x%016x-%016x-%08x", l.queue, uint64(priority)^(1<<63), ^uint64(seq), uint64(lease), nonce)
 }
+
+// leaderKey names the leadership key of the candidacy whose queue key is
+// qkey, created at (or after) revision rev: the names of leadership keys
+// sort in the order they were created, as long as each is named with a
+// revision at or above the create revision of every one that exists then.
+func (l layout) leaderKey(rev int64, qkey string) string {
+	return fmt.Sprintf("%s%016x%s", l.leader, uint64(rev), qkey[len(l.queue)+32:])
+}
+
+// leaderLease returns the lease a leadership key's name carries, or an
+// error saying why key is not a leadership key of this layout.
+func (l layout) leaderLease(key string) (int64, error) {
+	s, ok := strings.CutPrefix(key, l.leader)
+	if !ok || len(s) != 16+1+16+1+8 || s[16] != '-' || s[33] != '-' {
+		return 0, fmt.Errorf("name is not %s<16 hex>-<16 hex lease>-<8 hex nonce>", l.leader)
+	}
+	for _, part := range []string{s[:16], s[17:33], s[34:]} {
+		if _, err := strconv.ParseUint(part, 16, 64); err != nil || part != strings.ToLower(part) {
+			return 0, fmt.Errorf("name is not %s<16 hex>-<16 hex lease>-<8 hex nonce>", l.leader)
+		}
+	}
+	id, _ := strconv.ParseUint(s[17:33], 16, 64)
+	return int64(id), nil
+}
+
+// leadersOp reads the first two leadership keys: the leader's, then the
+// one reserved by the candidate next in line.
+func (l layout) leadersOp(o ...clientv3.OpOption) clientv3.Op {
+	return clientv3.OpGet(l.leader, append([]clientv3.OpOption{clientv3.WithRange(l.leadEnd), clientv3.WithLimit(2)}, o...)...)
+}
+
+// noLeader is a Compare that holds when no leadership key exists.
+func (l layout) noLeader() clientv3.Cmp { return emptyIn(l.leader, l.leadEnd) }
 
 // queueLease returns the lease a queue key's name carries, or an error
 // saying why key is not a queue key of this layout.
@@ -175,6 +210,13 @@ func (l layout) decodeLeader(kv *mvccpb.KeyValue, floor uint64) (election.Leader
 	if err != nil {
 		return election.Leader{}, "", fmt.Errorf("value: %w", err)
 	}
+	nameLease, err := l.leaderLease(string(kv.Key))
+	if err != nil {
+		return election.Leader{}, "", err
+	}
+	if nameLease != kv.Lease {
+		return election.Leader{}, "", fmt.Errorf("is named for lease %016x, but holds lease %016x", uint64(nameLease), uint64(kv.Lease))
+	}
 	key := record.Key(kv.Value)
 	lease, err := l.queueLease(key)
 	if err != nil {
@@ -182,6 +224,9 @@ func (l layout) decodeLeader(kv *mvccpb.KeyValue, floor uint64) (election.Leader
 	}
 	if lease != kv.Lease {
 		return election.Leader{}, "", fmt.Errorf("names queue key %s of lease %016x, but holds lease %016x", key, uint64(lease), uint64(kv.Lease))
+	}
+	if string(kv.Key)[len(l.leader)+16:] != key[len(l.queue)+32:] {
+		return election.Leader{}, "", fmt.Errorf("names queue key %s, whose lease and nonce its name does not carry", key)
 	}
 	ld.Token = uint64(kv.CreateRevision)
 	if ld.Token < floor {

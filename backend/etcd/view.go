@@ -40,7 +40,7 @@ func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []client
 	return []clientv3.Op{
 		clientv3.OpGet(c.key, opts()...),
 		e.lay.aboveOp(from, serializable),
-		clientv3.OpGet(e.lay.leader, opts()...),
+		e.lay.leadersOp(opts()...),
 		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1))...),
 		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1))...),
 		clientv3.OpGet(e.lay.transfer, opts()...),
@@ -54,7 +54,7 @@ func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpGet(c.key),
 		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(2)),
-		clientv3.OpGet(e.lay.leader),
+		e.lay.leadersOp(),
 		clientv3.OpGet(e.lay.transfer),
 	}
 }

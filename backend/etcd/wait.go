@@ -252,7 +252,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			e.oust(c, err)
 			return 0, time.Time{}, false
 		}
-		if l := v.leader; l != nil && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
+		if l := v.leader; l != nil && string(l.Key) == c.lkey && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
 			// The leader key is c's own: a claim (or a create that
 			// claimed) whose reply was lost. c leads.
 			sent, err := f.renewed()
@@ -291,7 +291,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				ahead, skip = string(v.above[1].Key), ahead
 				end = after(ahead)
 			case len(v.above) == 1 && v.last || leads:
-				ahead, end = "", after(e.lay.leader) // the key ahead heads the queue (or leads): its leader key too
+				ahead, end = "", e.lay.leadEnd // the key ahead heads the queue (or leads): its leader key too
 			}
 			f.watchSkipping(end, skip, v.rev+1)
 			f.w.ahead = nil
@@ -300,14 +300,14 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			}
 		case v.old != nil:
 			f.warn(v.old, "a candidate key of the previous key layout may lead this election; waiting until it is gone")
-			f.watch(after(e.lay.leader), v.rev+1)
+			f.watch(e.lay.leadEnd, v.rev+1)
 			poll = oldLayoutPoll
 		case v.leader != nil && v.leader.Lease == 0:
 			f.deleteUnleasedLeader(v.leader)
 			v = nil
 			continue
 		case v.leader != nil:
-			f.watch(after(e.lay.leader), v.rev+1)
+			f.watch(e.lay.leadEnd, v.rev+1)
 		case v.transfer != nil && v.transfer.Lease == 0:
 			f.deleteUnleased(e.lay.transfer, v.transfer, "a hand-over key")
 			v = nil
@@ -529,7 +529,7 @@ func (f *follower) narrow(rev int64) {
 // never writes one, it never expires, and it would block the election for
 // good.
 func (f *follower) deleteUnleasedLeader(kv *mvccpb.KeyValue) {
-	f.deleteUnleased(f.e.lay.leader, kv, "a leader key")
+	f.deleteUnleased(string(kv.Key), kv, "a leader key")
 }
 
 // deleteUnleased deletes key, read as kv, which has no lease (see

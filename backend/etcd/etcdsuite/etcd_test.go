@@ -182,8 +182,9 @@ func TestKeyLayoutAndToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k, err := e.FenceKey(term); k != "/layout/_l" || err != nil {
-		t.Fatalf("FenceKey = %q, %v; want /layout/_l", k, err)
+	lpattern := regexp.MustCompile(`^/layout/_l/[0-9a-f]{16}-[0-9a-f]{16}-[0-9a-f]{8}$`)
+	if k, err := e.FenceKey(term); !lpattern.MatchString(k) || err != nil {
+		t.Fatalf("FenceKey = %q, %v; want %s", k, err, lpattern)
 	}
 	resp, err := cli.Get(ctxT(t), "/layout/", clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 2 {
@@ -194,7 +195,7 @@ func TestKeyLayoutAndToken(t *testing.T) {
 	if !pattern.MatchString(string(q.Key)) || q.Lease == 0 {
 		t.Errorf("queue key %q lease %x, want %s", q.Key, q.Lease, pattern)
 	}
-	if string(l.Key) != "/layout/_l" || l.Lease != q.Lease || !strings.Contains(string(l.Value), `"key":"`+string(q.Key)+`"`) {
+	if !lpattern.MatchString(string(l.Key)) || !strings.HasSuffix(string(l.Key), string(q.Key)[len(q.Key)-26:]) || l.Lease != q.Lease || !strings.Contains(string(l.Value), `"key":"`+string(q.Key)+`"`) {
 		t.Errorf("leader key %q lease %x value %s", l.Key, l.Lease, l.Value)
 	}
 	// The first candidate of an empty election leads from its create:
@@ -318,7 +319,8 @@ func TestGarbageKeysFailClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Put(ctx, "/garbage/_l", "not json", clientv3.WithLease(g.ID)); err != nil {
+	garbage := fmt.Sprintf("/garbage/_l/0000000000000001-%016x-00000001", g.ID)
+	if _, err := admin.Put(ctx, garbage, "not json", clientv3.WithLease(g.ID)); err != nil {
 		t.Fatal(err)
 	}
 	a := newElector(t, newClient(t, eps), "/garbage", "a")
@@ -331,8 +333,8 @@ func TestGarbageKeysFailClosed(t *testing.T) {
 	waitQueue(t, admin, "/garbage", 2)
 	_, err = a.Leader(ctx)
 	var mk *etcd.MalformedKeyError
-	if !errors.As(err, &mk) || mk.Key != "/garbage/_l" || !errors.Is(err, etcd.ErrMalformedKey) || !errors.Is(err, election.ErrNoLeader) {
-		t.Fatalf("Leader() = %v, want a MalformedKeyError naming /garbage/_l", err)
+	if !errors.As(err, &mk) || mk.Key != garbage || !errors.Is(err, etcd.ErrMalformedKey) || !errors.Is(err, election.ErrNoLeader) {
+		t.Fatalf("Leader() = %v, want a MalformedKeyError naming %s", err, garbage)
 	}
 	if !strings.Contains(err.Error(), "value: not a candidate record") {
 		t.Errorf("error does not say what is wrong: %v", err)
@@ -746,7 +748,7 @@ func TestStepDownInOnElectedLogsNothing(t *testing.T) {
 			},
 		})
 	}()
-	waitKeys(t, admin, "/stepdown/_l", 1) // a leads
+	waitKeys(t, admin, "/stepdown/_l/", 1) // a leads
 	rb := campaignAsync(ctxT(t), b)
 	waitQueue(t, admin, "/stepdown", 2)
 	clientLogs.TakeAll() // what the client said while connecting

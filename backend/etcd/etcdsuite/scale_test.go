@@ -126,7 +126,7 @@ func TestScaleSmoke(t *testing.T) {
 	headLeads := func(w won, first bool) bool {
 		t.Helper()
 		resp, err := admin.Txn(ctx).Then(
-			clientv3.OpGet(name+"/_l"),
+			clientv3.OpGet(name+"/_l/", clientv3.WithPrefix(), clientv3.WithLimit(1)),
 			clientv3.OpGet(name+"/_c/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1), clientv3.WithKeysOnly()),
 		).Commit()
 		if err != nil {
