@@ -81,13 +81,16 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 		if wr.Err() != nil || wr.Canceled {
 			break
 		}
-		for _, ev := range wr.Events {
+		for i, ev := range wr.Events {
 			kv := ev.Kv
 			if strings.HasPrefix(string(kv.Key), e.lay.leader) {
 				if ev.Type == clientv3.EventTypePut {
 					keys[string(kv.Key)] = kv
 				} else {
 					delete(keys, string(kv.Key))
+				}
+				if i+1 < len(wr.Events) && wr.Events[i+1].Kv.ModRevision == kv.ModRevision {
+					continue // the rest of the same write first (a hand-over deletes two keys)
 				}
 				if f := first(keys); f != nil && f.CreateRevision != token {
 					kv = f
