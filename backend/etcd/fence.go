@@ -29,11 +29,13 @@ func (e *Elector) candidacyOf(t *election.Term) (*candidacy, error) {
 	return c, nil
 }
 
-// Fence returns a comparison that holds exactly while the leader key
-// exists with t's create revision (the token), that is while etcd counts
-// t's candidate as leader: put it in the If of a transaction so that the
-// transaction's writes happen only while t is current — the etcd-native
-// way to fence writes, stronger than checking the token before writing.
+// Fence returns a comparison that holds exactly while t's leadership key
+// exists with t's token as its create revision and no leadership key
+// older than it does, that is while etcd counts t's candidate as leader
+// (one Compare over the range of leadership keys up to t's): put it in the
+// If of a transaction so that the transaction's writes happen only while
+// t is current — the etcd-native way to fence writes, stronger than
+// checking the token before writing.
 //
 //	cmp, err := e.Fence(t)
 //	resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut("/jobs/next", "42")).Commit()
@@ -53,11 +55,11 @@ func (e *Elector) Fence(t *election.Term) (clientv3.Cmp, error) {
 	return clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", int64(t.Token())).WithRange(after(c.lkey)), nil
 }
 
-// FenceKey returns the key that Fence compares: the leader key, which
-// exists exactly while some candidate leads, whose create revision is the
-// token and whose value names the leader (deleting it ends t). It fails
-// with an error wrapping election.ErrNotLeader if t is not this Elector's
-// current, valid Term.
+// FenceKey returns t's leadership key, the last key of the range Fence
+// compares: it exists while t leads (and, reserved, a little before),
+// its create revision is the token and its value names the leader;
+// deleting it ends t. It fails with an error wrapping
+// election.ErrNotLeader if t is not this Elector's current, valid Term.
 func (e *Elector) FenceKey(t *election.Term) (string, error) {
 	c, err := e.candidacyOf(t)
 	if err != nil {
@@ -70,9 +72,9 @@ func (e *Elector) FenceKey(t *election.Term) (string, error) {
 }
 
 // Proclaim publishes value as the leader's Value without a new election:
-// observers see the change. It succeeds only while t is valid and the
-// leader key is t's (the write is guarded by its create revision and
-// lease), and
+// observers see the change. It succeeds only while t is valid and t's
+// leadership key is there (the write is guarded by its create revision
+// and lease), and
 // fails with election.ErrNotLeader otherwise. The Term's own Leader keeps
 // the value it was elected with. value is bounded like WithValue.
 func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) error {

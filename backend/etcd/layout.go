@@ -21,23 +21,37 @@ import (
 // Key layout. Under the election's name N there are two kinds of key, both
 // bound to a candidate's session lease:
 //
-//	N/_l                                          {"v":1,"id":"sched-1","priority":0,"value":"…","key":"N/_c/…"}
+//	N/_l/<revision>-<lease>-<nonce>               {"v":1,"id":"sched-1","priority":0,"value":"…","key":"N/_c/…"}
 //	N/_r                                          {"v":1,"to":"sched-2","token":1234,"by":"ops-1"} (a transfer request)
 //	N/_t                                          N/_c/… (a pending hand-over: the queue key of its target)
 //	N/_c/<priority><arrival>-<lease>-<nonce>      {"v":1,"id":"sched-1","priority":0,"value":"…"}
 //
-// N/_l is the leader key. It is created only if absent, by the candidate
-// at the head of the queue, in a transaction that also checks that the
-// candidate's queue key exists under its lease and that nothing is queued
-// above it; its create revision is the token. Leadership is exactly that
-// key: Leader and Observe read it alone.
+// N/_l/… are the leadership keys, at most two: the leader's, and the
+// reservation of the candidate next in line. Each is named with a store
+// revision at or above the create revision of every leadership key there
+// when it is made (16 hex digits), then the lease and nonce of its
+// candidate's queue key, so their names sort in the order they were
+// created; its create revision is its token. The leader is the first: a
+// candidate leads while its key is the first under N/_l/, and Leader and
+// Observe read the first alone. A leadership key is created, by the
+// candidate at the head of the queue, only in a transaction that also
+// checks that the candidate's queue key exists under its lease and that
+// nothing is queued above it (but the leader's queue key, for a
+// reservation), and only if no leadership key exists (a claim) or only the
+// leader's does (a reservation). So the reserved candidate leads the
+// moment the leader's key goes — its release, its lease's expiry — which
+// its watch reports: no request stands between the leader's going and the
+// next leader's Term. A newcomer of higher priority deletes a reservation
+// of lower priority in the transaction that creates its queue key, so the
+// highest priority still leads next.
 //
 // N/_t exists only while a hand-over (Transfer, preemption) is pending: the
-// leader deletes N/_l and its queue key and puts N/_t, naming the target's
+// leader deletes the leadership keys (its own and a reservation) and its
+// queue key and puts N/_t, naming the target's
 // queue key, under the target's lease, in one transaction that also
 // touches the target's queue key (a put that keeps its value and lease) so
-// that the target's watch wakes it. Only the target may create N/_l while
-// N/_t exists; it deletes N/_t in the same transaction. N/_t goes with the
+// that the target's watch wakes it. Only the target may create a leadership
+// key while N/_t exists; it deletes N/_t in the same transaction. N/_t goes with the
 // target's lease, with its candidacy (its release deletes it), or when the
 // leader's Transfer gives up on it after one lease window; the head of the
 // queue deletes one whose target key is gone.
@@ -57,7 +71,8 @@ import (
 // one lease apart. So "the candidate just ahead of mine" is the smallest
 // key above mine, and "anyone ahead" the same read coming back empty, both
 // read window by window (windows, nested below). The queue decides only
-// who tries N/_l next; N/_l alone carries safety and the token.
+// who tries N/_l/ next; the leadership keys alone carry safety and the
+// token.
 //
 // Segments of election names that begin with "_" are reserved for these
 // keys (New refuses them), so that no election's keys fall into another's.

@@ -359,7 +359,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				// leads.
 				f.next = n
 				f.watch(e.lay.leadEnd, v.rev+1)
-				f.w.ahead = nil
+				f.w.ahead = []string{string(n.ahead.Key)} // a newcomer just ahead narrows the watch to it
 				f.inWait, f.waitRev, f.waitPoll = true, v.rev, 0
 				continue
 			}
@@ -644,6 +644,7 @@ func (f *follower) narrow(rev int64) {
 	}
 	f.watchSkipping(after(near), skip, rev+1)
 	f.w.ahead = []string{near}
+	f.next = nil             // no longer second in line: the watch no longer covers the leadership keys
 	f.c.waiting.Store(false) // until the new watch is created
 }
 
