@@ -19,6 +19,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend"
@@ -845,5 +846,50 @@ func TestNilArguments(t *testing.T) {
 	}
 	if err := term.Err(); err != nil {
 		t.Errorf("the Term ended after calls with nil arguments: %v", err)
+	}
+}
+
+// The release is the last request of a handover: the next candidate, which
+// reserved its leadership key while it waited, learns from the release's
+// watch event that it leads and sends no request — no read, no write —
+// between the release and its Campaign's return. Counted by a client
+// interceptor on each candidate's client (unary requests: lease renewals
+// and watch creates travel on streams), both ways, a few times.
+func TestHandoverSuccessorSendsNothing(t *testing.T) {
+	eps := startEtcd(t)
+	ctx := ctxT(t)
+	counts := make([]*requestCount, 2)
+	es := make([]*etcd.Elector, 2)
+	for i := range es {
+		counts[i] = new(requestCount)
+		es[i] = newElector(t, dialClient(t, eps, grpc.WithChainUnaryInterceptor(counts[i].unary)), "/floor", fmt.Sprintf("c%d", i))
+	}
+	leader, err := es[0].Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := 0
+	for round := range 6 {
+		next := 1 - cur
+		rn := campaignAsync(ctx, es[next])
+		settle(t, es[next:next+1])
+		before := counts[next].sent.Load()
+		if err := es[cur].Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := await(t, rn)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if got := counts[next].sent.Load() - before; got != 0 {
+			t.Errorf("round %d: c%d sent %d requests between the release and its Campaign's return, want 0", round, next, got)
+		}
+		if r.t.Token() <= leader.Token() {
+			t.Fatalf("round %d: token %d after %d", round, r.t.Token(), leader.Token())
+		}
+		leader, cur = r.t, next
+	}
+	if err := es[cur].Resign(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
