@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,9 @@ func TestMain(m *testing.M) {
 		srv.Close()
 	}
 	os.RemoveAll(dir)
+	if electBin != "" {
+		os.RemoveAll(filepath.Dir(electBin))
+	}
 	if code == 0 {
 		if err := goleak.Find(ignore...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests: %v\n", err)
