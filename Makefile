@@ -55,7 +55,7 @@ fmt-check:
 # backend/etcd/etcdsuite pins (etcd-v36 runs the previous line).
 PKGS := ./... ./backend/etcd/... ./backend/etcd/etcdsuite/... ./backend/zk/... ./backend/zk/zksuite/... \
 	./backend/inmem/inmemsuite/... ./classic/sim/simtest/... ./electiontest/... ./cmd/... \
-	./internal/rig/embedetcd/... ./internal/rig/etcdtest/... ./internal/rig/zktest/... ./scripts/modproxy/...
+	./internal/rig/embedetcd/... ./internal/rig/etcdtest/... ./internal/rig/kubetest/... ./internal/rig/zktest/... ./scripts/modproxy/...
 
 vet:
 	$(GO) vet $(PKGS)

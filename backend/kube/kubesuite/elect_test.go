@@ -18,7 +18,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/kube"
-	"github.com/electkit/election/backend/kube/kubesuite"
+	"github.com/electkit/election/internal/rig/kubetest"
 )
 
 var (
@@ -216,7 +216,7 @@ func TestElectCommand(t *testing.T) {
 	electBinary(t) // build before the clock of any wait starts
 	lease := leaseName(t)
 	name := "/" + lease // elect's name /x is the Lease x
-	kc := writeKubeconfig(t, s.Addr, kubesuite.AdminToken, ns)
+	kc := writeKubeconfig(t, s.Addr, kubetest.AdminToken, ns)
 	common := []string{"--backend", "kube", "--kubeconfig", kc, "--name", name}
 	out := filepath.Join(t.TempDir(), "out")
 	env := []string{"OUT=" + out}
