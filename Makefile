@@ -100,8 +100,9 @@ modules-check:
 
 # The bench module (its own go.mod: the peers' dependencies stay out of the
 # library's graph). Its go commands download what it needs on a fresh clone.
-bench-check: deps
-	cd bench && $(GO) vet ./... && $(GO) test -race -short -count=1 ./...
+# Its kube scenario runs the kube-apiserver make kube-apiserver builds.
+bench-check: deps kube-apiserver
+	cd bench && $(GO) vet ./... && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -short -count=1 ./...
 
 # The metrics module (its own go.mod: client_golang stays out of the
 # library's graph): vet, staticcheck and its tests with the race detector.
@@ -135,8 +136,8 @@ kube: kube-apiserver
 	cd backend/kube/kubesuite && GOWORK=off $(GO) vet ./... && GOWORK=off $(GO) run $(STATICCHECK) ./... && \
 		GOWORK=off KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 -timeout 20m ./...
 
-bench: deps
-	cd bench && $(GO) run ./cmd/bench -out ../bench-results
+bench: deps kube-apiserver
+	cd bench && KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/bench -out ../bench-results
 
 gobench:
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
