@@ -8,8 +8,9 @@
 # including a -short smoke of every scenario), and the quickstart (the
 # README's program: two copies on an embedded etcd, and the README's block
 # checked against it).
-# make bench: the whole benchmark set on real servers (about 18 minutes on
-# 2 cores, the burst starts of 10,000 elections × 3 included); writes
+# make bench: the whole benchmark set on real servers (about 24 minutes on
+# 2 cores, with the burst starts of 10,000 elections × 3 and the 6 minutes
+# of the kube scenario); writes
 # bench-results/ and prints the report.
 # make gobench: the packages' own go test benchmarks.
 # make tidy: go.mod and go.sum of every module (see scripts/tidy.sh).
