@@ -75,8 +75,10 @@ lint:
 imports:
 	$(GO) run $(GCI) write $(IMPORT_GROUPS) .
 
-unit:
-	$(GO) test -race -count=1 $(PKGS)
+# The nemesis's kube run (cmd) starts the kube-apiserver make kube-apiserver
+# builds.
+unit: kube-apiserver
+	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 $(PKGS)
 
 # The etcd v3.6 line: backend/etcd's real-server suite and the nemesis's
 # etcd runs built outside the workspace against etcd v3.6 (go.v36.mod
@@ -147,14 +149,14 @@ gobench:
 # Each run prints its summary; a failing one exits 1 and leaves its history
 # in $(NEMESIS_OUT)/<backend>.
 NEMESIS_DURATION ?= 30m
-NEMESIS_BACKENDS ?= etcd,zk,postgres,inmem
+NEMESIS_BACKENDS ?= etcd,zk,postgres,kube,inmem
 NEMESIS_SEED ?= 42
 NEMESIS_OUT ?= nemesis-out
 
-nemesis: deps
+nemesis: deps kube-apiserver
 	@fail=0; for b in $$(echo $(NEMESIS_BACKENDS) | tr , ' '); do \
 		echo "== nemesis: $$b, seed $(NEMESIS_SEED), $(NEMESIS_DURATION)"; \
-		$(GO) run ./cmd/elect nemesis --backend $$b --seed $(NEMESIS_SEED) \
+		KUBE_APISERVER=$(KUBE_APISERVER) $(GO) run ./cmd/elect nemesis --backend $$b --seed $(NEMESIS_SEED) \
 			--duration $(NEMESIS_DURATION) --out $(NEMESIS_OUT)/$$b || fail=1; \
 	done; exit $$fail
 

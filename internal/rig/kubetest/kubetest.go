@@ -247,6 +247,32 @@ func (s *Server) Restart() error {
 	return s.start()
 }
 
+// Resume starts the API server Stop stopped again, on the same address,
+// and waits until it is ready.
+func (s *Server) Resume() error {
+	if s.Running() {
+		return errors.New("kubetest: the kube-apiserver is running")
+	}
+	return s.start()
+}
+
+// Running reports whether the API server's process runs (started, and
+// neither stopped nor exited).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	if cmd == nil {
+		return false
+	}
+	select {
+	case <-exited:
+		return false
+	default:
+		return true
+	}
+}
+
 // Close stops the API server and etcd.
 func (s *Server) Close() {
 	s.Stop()
