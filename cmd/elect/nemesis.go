@@ -64,7 +64,7 @@ candidates on both sides); postgres: kill, pause, cut, store-kill (an
 immediate shutdown and a restart), store-cut, expire (a waiter's row
 deleted), garbage, operator (the election's row deleted, truncated, its
 lease or token rewritten), preempt, transfer, clock-fast, clock-slow;
-kube: kill, pause, cut, store-kill (the API server stopped and started
+kube: kill, pause, cut, store-kill (the API server killed and started
 again), store-cut, expire (a waiter's candidate record deleted), garbage,
 operator (kubectl delete lease, an edit of holderIdentity or renewTime,
 the RoleBinding that lets the candidates use Leases deleted and created

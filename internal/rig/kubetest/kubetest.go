@@ -241,14 +241,28 @@ func (s *Server) Stop() {
 	}
 }
 
+// Kill kills the API server (SIGKILL: no graceful shutdown, as a crash)
+// and waits for it; etcd keeps running.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
 // Restart stops the API server and starts it again on the same address.
 func (s *Server) Restart() error {
 	s.Stop()
 	return s.start()
 }
 
-// Resume starts the API server Stop stopped again, on the same address,
-// and waits until it is ready.
+// Resume starts the API server Stop or Kill stopped again, on the same
+// address, and waits until it is ready.
 func (s *Server) Resume() error {
 	if s.Running() {
 		return errors.New("kubetest: the kube-apiserver is running")

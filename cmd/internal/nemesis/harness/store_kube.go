@@ -39,7 +39,7 @@ func KubeLease(name string) string {
 }
 
 // kubeStore is one kube-apiserver (over an etcd embedded in this
-// process): the store's one member, restarted by store-kill. The
+// process): the store's one member, killed and restarted by store-kill. The
 // candidates log in as kubetest.LimitedUser, whom RBAC lets use Leases.
 type kubeStore struct {
 	srv   *kubetest.Server
@@ -119,7 +119,9 @@ func (s *kubeStore) leader() int {
 
 func (s *kubeStore) isLeader(i int) bool { return i == 0 && s.srv.Running() }
 
-func (s *kubeStore) stopMember(int) error { s.srv.Stop(); return nil }
+// stopMember kills the API server: a graceful stop would drain its
+// requests and watches for seconds first.
+func (s *kubeStore) stopMember(int) error { s.srv.Kill(); return nil }
 
 func (s *kubeStore) startMember(int) error { return s.srv.Resume() }
 
