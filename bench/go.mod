@@ -5,10 +5,12 @@ go 1.26.0
 require (
 	github.com/electkit/election v0.1.0
 	github.com/electkit/election/backend/etcd v0.1.0
+	github.com/electkit/election/backend/kube v0.1.0
 	github.com/electkit/election/backend/postgres v0.1.0
 	github.com/electkit/election/backend/zk v0.1.0
 	github.com/electkit/election/internal/rig/embedetcd v0.1.0
 	github.com/electkit/election/internal/rig/etcdtest v0.1.0
+	github.com/electkit/election/internal/rig/kubetest v0.1.0
 	github.com/electkit/election/internal/rig/zktest v0.1.0
 	github.com/go-logr/logr v1.4.4
 	github.com/go-zookeeper/zk v1.0.4

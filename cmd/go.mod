@@ -11,6 +11,7 @@ require (
 	github.com/electkit/election/backend/zk v0.1.0
 	github.com/electkit/election/internal/rig/embedetcd v0.1.0
 	github.com/electkit/election/internal/rig/etcdtest v0.1.0
+	github.com/electkit/election/internal/rig/kubetest v0.1.0
 	github.com/electkit/election/internal/rig/zktest v0.1.0
 	github.com/electkit/election/metrics v0.1.0
 	github.com/go-zookeeper/zk v1.0.4
@@ -20,6 +21,8 @@ require (
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	google.golang.org/grpc v1.83.2
+	k8s.io/api v0.37.2
+	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 )
 
@@ -110,8 +113,6 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
-	k8s.io/api v0.37.2 // indirect
-	k8s.io/apimachinery v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect

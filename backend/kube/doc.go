@@ -115,7 +115,12 @@
 // metadata.name) and renews its record every third of the lease window:
 // at the default TTL (10 s) one request per 3.3 s; client-go's send one
 // GET per RetryPeriod (2 s, jittered up to 4.4 s). Every renewal of the
-// leader is one watch event to each waiter and each Observe. A release by
+// leader is one watch event to each waiter and each Observe (served from
+// the API server's watch cache): every candidate that may take the Lease
+// must have seen its last change, and may take a held Lease only a full
+// leaseDurationSeconds after that, as client-go's do — a waiter that
+// watched only the candidate ahead of it would, on becoming head, wait a
+// whole lease duration from then before it could take a lapsed Lease. A release by
 // Resign, Close, Transfer or preemption names its successor (the leader
 // lists the candidate records once): the successor takes the Lease on the
 // watch event and the other waiters send nothing, though each still gets

@@ -26,11 +26,12 @@ func nemesisCommand() *command {
 	return &command{
 		name:     "nemesis",
 		summary:  "run an election under injected faults and check its safety (Jepsen style)",
-		synopsis: "--backend etcd|zk|postgres|inmem [--seed N] [--duration D] [flags]",
+		synopsis: "--backend etcd|zk|postgres|kube|inmem [--seed N] [--duration D] [flags]",
 		about: `Runs candidates against a real store — a 3-member etcd cluster in this
 process, a 3-server ZooKeeper ensemble (Debian's zookeeper package), a
-PostgreSQL 15 server (Debian's postgresql-15), or backend/inmem's Zab in
-process — while a nemesis picked from --seed kills,
+PostgreSQL 15 server (Debian's postgresql-15), a kube-apiserver (built
+from k8s.io/kubernetes by make kube-apiserver, named by KUBE_APISERVER)
+over an etcd in this process, or backend/inmem's Zab in process — while a nemesis picked from --seed kills,
 pauses (SIGSTOP past the TTL) and cuts off the leader, kills or cuts off
 the store's own leader, expires a waiter's session, writes garbage under
 the election prefix, and acts as another client of the store would (deletes
@@ -63,7 +64,12 @@ candidates on both sides); postgres: kill, pause, cut, store-kill (an
 immediate shutdown and a restart), store-cut, expire (a waiter's row
 deleted), garbage, operator (the election's row deleted, truncated, its
 lease or token rewritten), preempt, transfer, clock-fast, clock-slow;
-inmem: crash, partition.`,
+kube: kill, pause, cut, store-kill (the API server killed and started
+again), store-cut, expire (a waiter's candidate record deleted), garbage,
+operator (kubectl delete lease, an edit of holderIdentity or renewTime,
+the RoleBinding that lets the candidates use Leases deleted and created
+again), preempt, transfer, clock-fast, clock-slow; inmem: crash,
+partition.`,
 		example: `elect nemesis --backend etcd --seed 42 --duration 3m
 elect nemesis --backend zk --seed 7 --faults kill,pause --out /tmp/nemesis
 elect nemesis --backend etcd --no-fence --faults pause --work 50ms --duration 30s
@@ -79,7 +85,7 @@ elect nemesis --backend etcd --faults clock-slow --drift 0.1 --skew 0.3 --margin
 				margin               time.Duration
 				noFence, verbose     bool
 			)
-			f.String(&backend, "backend", "NAME", "etcd", "etcd, zk, postgres or inmem")
+			f.String(&backend, "backend", "NAME", "etcd", "etcd, zk, postgres, kube or inmem")
 			f.Int(&seed, "seed", "N", 1, "seed of the faults, their targets and timing")
 			f.Duration(&duration, "duration", "D", time.Minute, "how long faults are injected (a quiet period follows)")
 			f.Int(&candidates, "candidates", "N", harness.DefaultCandidates, "candidates campaigning at once")
@@ -108,8 +114,8 @@ elect nemesis --backend etcd --faults clock-slow --drift 0.1 --skew 0.3 --margin
 					cfg.Log = f.stderr
 				}
 				switch {
-				case backend != "etcd" && backend != "zk" && backend != "postgres" && backend != "inmem":
-					return f.Bad("backend", "must be etcd, zk, postgres or inmem")
+				case backend != "etcd" && backend != "zk" && backend != "postgres" && backend != "kube" && backend != "inmem":
+					return f.Bad("backend", "must be etcd, zk, postgres, kube or inmem")
 				case duration <= 0:
 					return f.Bad("duration", "must be positive")
 				case candidates < 2 || candidates > 50:
@@ -123,7 +129,7 @@ elect nemesis --backend etcd --faults clock-slow --drift 0.1 --skew 0.3 --margin
 				case rate < 0 || rate > 600:
 					return f.Bad("rate", "must be between 0 and 600 faults a minute")
 				case rate > 0 && backend == "inmem":
-					return f.Bad("rate", "overlapping faults are for the store backends (etcd, zk, postgres)")
+					return f.Bad("rate", "overlapping faults are for the store backends (etcd, zk, postgres, kube)")
 				case overlap < 1 || overlap > 10:
 					return f.Bad("overlap", "must be between 1 and 10")
 				case math.IsNaN(drift) || drift < 0 || drift > election.MaxDrift:
@@ -203,7 +209,7 @@ func runCandidate(args []string, stderr io.Writer) int {
 		cfg       harness.CandidateConfig
 		endpoints string
 	)
-	f.String(&cfg.Backend, "backend", "NAME", "etcd", "etcd, zk or postgres")
+	f.String(&cfg.Backend, "backend", "NAME", "etcd", "etcd, zk, postgres or kube")
 	f.String(&endpoints, "endpoints", "LIST", "", "the store's addresses")
 	f.String(&cfg.Name, "name", "NAME", "", "the election's name (etcd) or path (zk)")
 	f.String(&cfg.ID, "id", "ID", "", "the candidate's ID")

@@ -13,8 +13,8 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/kube"
-	"github.com/electkit/election/backend/kube/kubesuite"
 	"github.com/electkit/election/internal/rig/faultproxy"
+	"github.com/electkit/election/internal/rig/kubetest"
 )
 
 // leadLog is the one resource both kinds of candidate act on: whoever
@@ -82,7 +82,7 @@ func startClientGoTimed(t *testing.T, name, id string, lg *leadLog, lease, renew
 
 func startClientGoWith(t *testing.T, name, id string, release bool, lg *leadLog, lease, renew, retry time.Duration) *clientGoCandidate {
 	t.Helper()
-	cs, px := candidateClient(t, kubesuite.AdminToken)
+	cs, px := candidateClient(t, kubetest.AdminToken)
 	c := &clientGoCandidate{id: id, px: px, led: make(chan struct{}), done: make(chan struct{}), lg: lg}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -135,7 +135,7 @@ type ours struct {
 
 func newOurs(t *testing.T, name, id string) ours {
 	t.Helper()
-	cs, px := candidateClient(t, kubesuite.AdminToken)
+	cs, px := candidateClient(t, kubetest.AdminToken)
 	e, err := kube.New(cs.CoordinationV1(), ns, name, election.WithID(id), election.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)

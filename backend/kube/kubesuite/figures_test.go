@@ -16,7 +16,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/kube"
-	"github.com/electkit/election/backend/kube/kubesuite"
+	"github.com/electkit/election/internal/rig/kubetest"
 )
 
 // counter counts the requests a clientset sends.
@@ -33,7 +33,7 @@ func (c *counter) RoundTrip(r *http.Request) (*http.Response, error) {
 func countingClient(t *testing.T) (*kubernetes.Clientset, *counter) {
 	t.Helper()
 	c := &counter{}
-	cfg := kubesuite.Config(server(t).Addr, kubesuite.AdminToken)
+	cfg := kubetest.Config(server(t).Addr, kubetest.AdminToken)
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { c.rt = rt; return c }
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -64,7 +64,7 @@ func TestFigures(t *testing.T) {
 	// Ours: a leader resigns, the waiter leads; measured from Resign's
 	// call to the waiter's Campaign returning.
 	name := leaseName(t)
-	a, b := newOursOpts(t, name, kubesuite.AdminToken, election.WithTTL(15*time.Second)), newOursOpts(t, name, kubesuite.AdminToken, election.WithTTL(15*time.Second))
+	a, b := newOursOpts(t, name, kubetest.AdminToken, election.WithTTL(15*time.Second)), newOursOpts(t, name, kubetest.AdminToken, election.WithTTL(15*time.Second))
 	if _, err := a.Campaign(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestFigures(t *testing.T) {
 	// 20 s) while it leads.
 	iname := leaseName(t)
 	renewals := make(chan time.Time, 16)
-	holder := newOursOpts(t, iname, kubesuite.AdminToken, election.WithTTL(15*time.Second), election.WithAfterRenew(func(r election.Renewal) {
+	holder := newOursOpts(t, iname, kubetest.AdminToken, election.WithTTL(15*time.Second), election.WithAfterRenew(func(r election.Renewal) {
 		select {
 		case renewals <- r.Sent:
 		default:

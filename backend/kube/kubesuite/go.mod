@@ -6,8 +6,9 @@ require (
 	github.com/electkit/election v0.1.0
 	github.com/electkit/election/backend/kube v0.1.0
 	github.com/electkit/election/electiontest v0.1.0
-	github.com/electkit/election/internal/rig/embedetcd v0.1.0
+	github.com/electkit/election/internal/rig/kubetest v0.1.0
 	go.uber.org/goleak v1.3.0
+	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 )
@@ -21,6 +22,7 @@ require (
 	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
+	github.com/electkit/election/internal/rig/embedetcd v0.1.0 // indirect
 	github.com/emicklei/go-restful/v3 v3.13.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.1 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
@@ -100,7 +102,6 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
-	k8s.io/api v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
@@ -117,4 +118,5 @@ replace (
 	github.com/electkit/election/backend/kube v0.1.0 => ..
 	github.com/electkit/election/electiontest v0.1.0 => ../../../electiontest
 	github.com/electkit/election/internal/rig/embedetcd v0.1.0 => ../../../internal/rig/embedetcd
+	github.com/electkit/election/internal/rig/kubetest v0.1.0 => ../../../internal/rig/kubetest
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/kube"
-	"github.com/electkit/election/backend/kube/kubesuite"
+	"github.com/electkit/election/internal/rig/kubetest"
 )
 
 // TestHandoverRequests: a Resign names the head of the waiting candidates
@@ -20,7 +20,7 @@ func TestHandoverRequests(t *testing.T) {
 	name := leaseName(t)
 	a, ta := lead(t, name, election.WithID("a"))
 	long := election.WithTTL(60 * time.Second) // the waiters' records are not renewed during the test
-	b := newOursOpts(t, name, kubesuite.AdminToken, election.WithID("b"), election.WithPriority(9), long)
+	b := newOursOpts(t, name, kubetest.AdminToken, election.WithID("b"), election.WithPriority(9), long)
 	wb := make(chan won, 1)
 	go func() { term, err := b.Campaign(ctx); wb <- won{term, err, time.Now()} }()
 	cs, n := countingClient(t)
@@ -32,7 +32,7 @@ func TestHandoverRequests(t *testing.T) {
 		t.Cleanup(func() { e.Close() })
 		go func() { _, _ = e.Campaign(ctx) }()
 	}
-	o := newOursOpts(t, name, kubesuite.AdminToken, election.WithID("o"))
+	o := newOursOpts(t, name, kubetest.AdminToken, election.WithID("o"))
 	deadline := time.Now().Add(patience)
 	for {
 		got, err := election.Candidates(ctx, o)

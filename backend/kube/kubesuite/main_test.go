@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,9 +17,9 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/kube"
-	"github.com/electkit/election/backend/kube/kubesuite"
 	"github.com/electkit/election/electiontest"
 	"github.com/electkit/election/internal/rig/faultproxy"
+	"github.com/electkit/election/internal/rig/kubetest"
 )
 
 // ttl is the tests' TTL: the Lease's leaseDurationSeconds.
@@ -32,7 +33,7 @@ const ns = "default"
 // srv is the API server every test of the binary shares; each test's
 // Leases have names of their own.
 var (
-	srv    *kubesuite.Server
+	srv    *kubetest.Server
 	srvErr error
 	admin  *kubernetes.Clientset
 )
@@ -57,16 +58,19 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	start := time.Now()
-	srv, srvErr = kubesuite.Start(dir)
+	srv, srvErr = kubetest.Start(dir)
 	if srvErr == nil {
 		fmt.Fprintf(os.Stderr, "kubesuite: kube-apiserver ready at %s in %v\n", srv.Addr, time.Since(start).Round(time.Millisecond))
-		admin, srvErr = kubesuite.Client(srv.Addr, kubesuite.AdminToken)
+		admin, srvErr = kubetest.Client(srv.Addr, kubetest.AdminToken)
 	}
 	code := m.Run()
 	if srv != nil {
 		srv.Close()
 	}
 	os.RemoveAll(dir)
+	if electBin != "" {
+		os.RemoveAll(filepath.Dir(electBin))
+	}
 	if code == 0 {
 		if err := goleak.Find(ignore...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests: %v\n", err)
@@ -78,7 +82,7 @@ func TestMain(m *testing.M) {
 
 // server returns the shared API server, or fails t (skips it outside CI)
 // if it could not start.
-func server(t testing.TB) *kubesuite.Server {
+func server(t testing.TB) *kubetest.Server {
 	t.Helper()
 	if srvErr != nil {
 		if os.Getenv("CI") != "" {
@@ -114,7 +118,7 @@ func candidateClient(t testing.TB, token string) (*kubernetes.Clientset, *faultp
 	t.Helper()
 	s := server(t)
 	px := faultproxy.New(t, s.Addr)
-	cs, err := kubesuite.Client(px.Addr, token)
+	cs, err := kubetest.Client(px.Addr, token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +136,7 @@ type kubeElection struct {
 
 func (k *kubeElection) Candidate(t *testing.T, opts ...election.Option) election.Elector {
 	t.Helper()
-	cs, px := candidateClient(t, kubesuite.AdminToken)
+	cs, px := candidateClient(t, kubetest.AdminToken)
 	e, err := kube.New(cs.CoordinationV1(), ns, k.name, append([]election.Option{election.WithTTL(ttl)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +196,7 @@ func TestHoldsThroughClockJumps(t *testing.T) {
 	server(t)
 	name := leaseName(t)
 	electiontest.HoldsThroughClockJumps(t, ttl, patience, func(t *testing.T, opts ...election.Option) election.Elector {
-		cs, _ := candidateClient(t, kubesuite.AdminToken)
+		cs, _ := candidateClient(t, kubetest.AdminToken)
 		e, err := kube.New(cs.CoordinationV1(), ns, name, append([]election.Option{election.WithTTL(ttl)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)

@@ -16,13 +16,13 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/kube"
-	"github.com/electkit/election/backend/kube/kubesuite"
+	"github.com/electkit/election/internal/rig/kubetest"
 )
 
 // lead makes a candidate of the Lease name and waits until it leads.
 func lead(t *testing.T, name string, opts ...election.Option) (*kube.Elector, *election.Term) {
 	t.Helper()
-	o := newOursOpts(t, name, kubesuite.AdminToken, opts...)
+	o := newOursOpts(t, name, kubetest.AdminToken, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	defer cancel()
 	term, err := o.Campaign(ctx)
@@ -163,7 +163,7 @@ func TestNamespaces(t *testing.T) {
 	}
 	name := leaseName(t)
 	_, ta := lead(t, name)
-	cs, _ := candidateClient(t, kubesuite.AdminToken)
+	cs, _ := candidateClient(t, kubetest.AdminToken)
 	b, err := kube.New(cs.CoordinationV1(), other, name, election.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +200,7 @@ func TestPermissionRemoved(t *testing.T) {
 	t.Cleanup(func() { _ = rbac.Roles(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) })
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: kubesuite.LimitedUser}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: kubetest.LimitedUser}},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 	}
 	if _, err := rbac.RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
@@ -208,7 +208,7 @@ func TestPermissionRemoved(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = rbac.RoleBindings(ns).Delete(context.Background(), name, metav1.DeleteOptions{}) })
 
-	a := newOursOpts(t, name, kubesuite.LimitedToken, election.WithTTL(30*time.Second))
+	a := newOursOpts(t, name, kubetest.LimitedToken, election.WithTTL(30*time.Second))
 	cctx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
 	// RBAC takes effect within moments of the binding: the first
@@ -236,7 +236,7 @@ func TestPermissionRemoved(t *testing.T) {
 		t.Errorf("Term ended %v after the permission went: at its deadline, not at its next renewal", d)
 	}
 	// Campaign without the permission fails, naming the Lease.
-	b := newOursOpts(t, leaseName(t), kubesuite.LimitedToken)
+	b := newOursOpts(t, leaseName(t), kubetest.LimitedToken)
 	_, err := b.Campaign(cctx)
 	if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "Lease "+ns+"/") {
 		t.Errorf("Campaign without permission = %v; want a forbidden error naming the Lease", err)
@@ -251,7 +251,7 @@ func TestCandidateRecordDeleted(t *testing.T) {
 	ctx := context.Background()
 	name := leaseName(t)
 	a, _ := lead(t, name, election.WithID("a"))
-	b := newOursOpts(t, name, kubesuite.AdminToken, election.WithID("b"))
+	b := newOursOpts(t, name, kubetest.AdminToken, election.WithID("b"))
 	wb := make(chan won, 1)
 	go func() { term, err := b.Campaign(ctx); wb <- won{term, err, time.Now()} }()
 	waitCandidates(t, a, "b")

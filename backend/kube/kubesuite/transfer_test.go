@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/electkit/election"
-	"github.com/electkit/election/backend/kube/kubesuite"
+	"github.com/electkit/election/internal/rig/kubetest"
 )
 
 // TestRequestTransfer: an Elector that does not campaign (another
@@ -19,12 +19,12 @@ func TestRequestTransfer(t *testing.T) {
 	ctx := context.Background()
 	name := leaseName(t)
 	_, ta := lead(t, name, election.WithID("a"))
-	b := newOursOpts(t, name, kubesuite.AdminToken, election.WithID("b"), election.WithPriority(1))
-	c := newOursOpts(t, name, kubesuite.AdminToken, election.WithID("c"), election.WithPriority(5))
+	b := newOursOpts(t, name, kubetest.AdminToken, election.WithID("b"), election.WithPriority(1))
+	c := newOursOpts(t, name, kubetest.AdminToken, election.WithID("c"), election.WithPriority(5))
 	wb, wc := make(chan won, 1), make(chan won, 1)
 	go func() { term, err := b.Campaign(ctx); wb <- won{term, err, time.Now()} }()
 	go func() { term, err := c.Campaign(ctx); wc <- won{term, err, time.Now()} }()
-	o := newOursOpts(t, name, kubesuite.AdminToken, election.WithID("o"))
+	o := newOursOpts(t, name, kubetest.AdminToken, election.WithID("o"))
 	deadline := time.Now().Add(patience)
 	for {
 		cs, err := election.Candidates(ctx, o)

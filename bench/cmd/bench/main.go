@@ -21,7 +21,11 @@
 // inprocess (backend/inmem handover, the simulator's throughput) and
 // postgres (backend/postgres beside a pg_try_advisory_lock election on a
 // PostgreSQL 15 cluster: handover, crash failover, statements per idle
-// candidate at 1,000 candidates).
+// candidate at 1,000 candidates) and kube (backend/kube beside client-go's
+// leaderelection on a kube-apiserver: handover, crash failover, requests
+// per idle candidate, watch events per renewal and the waiters a handover
+// wakes at 2, 10 and 100 candidates; the API server named by
+// KUBE_APISERVER, make kube-apiserver builds it).
 package main
 
 import (

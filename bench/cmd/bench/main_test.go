@@ -40,7 +40,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []string{"## Targets", "## Handover", "## Transfer and preemption", "## Crash failover", "## Herd", "## Scale", "## Burst start", "## In process", "## PostgreSQL 15: backend/postgres beside a pg_try_advisory_lock election"} {
+	for _, h := range []string{"## Targets", "## Handover", "## Transfer and preemption", "## Crash failover", "## Herd", "## Scale", "## Burst start", "## In process", "## PostgreSQL 15: backend/postgres beside a pg_try_advisory_lock election", "## Kubernetes: backend/kube beside client-go's leaderelection"} {
 		if !bytes.Contains(md, []byte(h+"\n")) {
 			t.Errorf("report.md has no %q section", h)
 		}
@@ -109,6 +109,17 @@ func TestSmoke(t *testing.T) {
 	for _, p := range rep.Postgres {
 		if p.Err != "" || p.HandoverN == 0 || p.CrashN == 0 || p.IdleN == 0 {
 			t.Errorf("postgres row %+v: an error or a case not measured", p)
+		}
+	}
+	if len(rep.Kube) != 2 {
+		t.Errorf("%d kube rows, want 2 (backend/kube, client-go's leaderelection)", len(rep.Kube))
+	}
+	for _, k := range rep.Kube {
+		if k.Err != "" || len(k.HandoverMS) == 0 || len(k.CrashMS) == 0 || len(k.Idle) != 1 || k.Idle[0].Err != "" || k.Idle[0].N != 2 || k.Idle[0].Renewals == 0 {
+			t.Errorf("kube row %+v: an error or a case not measured", k)
+		}
+		if k.Role == "ours" && len(k.Idle) == 1 && k.Idle[0].EventsPerRenewal <= 0 {
+			t.Errorf("kube row %s: no watch event counted", k.Lib)
 		}
 	}
 	svg, err := os.ReadFile(filepath.Join(dir, "distributions.svg"))

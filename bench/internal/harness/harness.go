@@ -1,5 +1,5 @@
 // Package harness runs the benchmark scenarios — handover, transfer, crash
-// failover, herd, scale, shards, burst, in-process — against real servers
+// failover, herd, scale, shards, burst, in-process, postgres, kube — against real servers
 // it starts itself, for this module's backends and the peers of the
 // registry (libs), interleaved in the same run, and writes the report:
 // report.md, samples.json and distributions.svg.
@@ -21,7 +21,7 @@ import (
 )
 
 // Scenarios lists every scenario, in the order they run.
-var Scenarios = []string{"handover", "transfer", "crash", "herd", "scale", "shards", "burst", "inprocess", "postgres"}
+var Scenarios = []string{"handover", "transfer", "crash", "herd", "scale", "shards", "burst", "inprocess", "postgres", "kube"}
 
 // Config is one run of the harness.
 type Config struct {
@@ -174,6 +174,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			err = r.inprocess(ctx)
 		case "postgres":
 			err = r.postgres(ctx)
+		case "kube":
+			err = r.kube(ctx)
 		}
 		if err != nil {
 			r.rep.note(fmt.Sprintf("scenario %s failed: %v", s, err))

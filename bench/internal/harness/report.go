@@ -31,6 +31,7 @@ type Report struct {
 	Burst     []*BurstRow    `json:"burst"`
 	InProcess []*InProcRow   `json:"inprocess"`
 	Postgres  []*PGRow       `json:"postgres"`
+	Kube      []*KubeRow     `json:"kube"`
 	Targets   []*Target      `json:"targets"`
 }
 
@@ -391,6 +392,7 @@ func (r *Report) Markdown() string {
 	}
 	w("Distributions: distributions.svg (CDF of every handover and crash failover sample); raw samples: samples.json.\n")
 	r.pgMarkdown(w)
+	r.kubeMarkdown(w)
 	return b.String()
 }
 

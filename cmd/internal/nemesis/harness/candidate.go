@@ -16,9 +16,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
+	"github.com/electkit/election/backend/kube"
 	"github.com/electkit/election/backend/postgres"
 	"github.com/electkit/election/backend/zk"
 	"github.com/electkit/election/cmd/internal/nemesis"
@@ -33,7 +36,7 @@ const DefaultWork = 15 * time.Millisecond
 // CandidateConfig is the configuration of one candidate process (elect
 // nemesis-candidate).
 type CandidateConfig struct {
-	Backend   string   // "etcd", "zk" or "postgres"
+	Backend   string   // "etcd", "zk", "postgres" or "kube"
 	Endpoints []string // the store's addresses, as this candidate reaches them
 	Name      string   // etcd: the election name; zk: the election path
 	ID        string   // the candidate's ID
@@ -42,7 +45,8 @@ type CandidateConfig struct {
 	Work      time.Duration // see DefaultWork; 0 means DefaultWork
 	Log       io.Writer     // the candidate's diagnostics; nil discards them
 	// Username and Password log the etcd client in, when the store has
-	// authentication on; empty for none.
+	// authentication on; empty for none. kube: Password is the bearer
+	// token.
 	Username, Password string
 	// Session: the candidate campaigns on a session that also carries a
 	// candidate of a second election (Name + SideSuffix), as a process of
@@ -50,7 +54,8 @@ type CandidateConfig struct {
 	// lease revoked or expired) ends both, and the process opens a new
 	// one. ZooKeeper: two Electors of zk.New on one connection, whose
 	// session carries both; the client makes a new session after one
-	// expires, and both campaign again on it.
+	// expires, and both campaign again on it. PostgreSQL: one pool.
+	// Kubernetes: one clientset (KubeLease names the side Leases).
 	Session bool
 	// Shards, with Session: the candidate campaigns in Shards side
 	// elections (ShardName(Name, i) for i below Shards) instead of the
@@ -574,8 +579,26 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 			return err
 		}
 		e = pe
+	case "kube":
+		cs, err := kubernetes.NewForConfig(&rest.Config{
+			Host:            "https://" + cfg.Endpoints[0],
+			BearerToken:     cfg.Password,
+			TLSClientConfig: rest.TLSClientConfig{Insecure: true}, // loopback, the API server's own certificate
+			QPS:             -1,
+		})
+		if err != nil {
+			return err
+		}
+		if cfg.Session {
+			return runKubeShared(ctx, cs, cfg, c, opts)
+		}
+		ke, err := kube.New(cs.CoordinationV1(), KubeNamespace, KubeLease(cfg.Name), opts...)
+		if err != nil {
+			return err
+		}
+		e = ke
 	default:
-		return &election.OptionError{Field: "backend", Value: fmt.Sprintf("%q", cfg.Backend), Reason: "must be etcd, zk or postgres"}
+		return &election.OptionError{Field: "backend", Value: fmt.Sprintf("%q", cfg.Backend), Reason: "must be etcd, zk, postgres or kube"}
 	}
 	cb := c.callbacks()
 	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
@@ -728,6 +751,34 @@ func runPGShared(ctx context.Context, pool *pgxpool.Pool, cfg CandidateConfig, c
 	all := []election.Elector{e}
 	for _, name := range sideNames(cfg) {
 		side, err := postgres.New(pool, name, election.WithID(cfg.ID), election.WithTTL(cfg.TTL))
+		if err != nil {
+			return errors.Join(err, closeAll(all, CloseBound(cfg.TTL)))
+		}
+		all = append(all, side)
+	}
+	wait := runSides(ctx, all[1:], cfg.Log)
+	cb := c.callbacks()
+	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
+	err = election.Run(ctx, e, cb)
+	wait()
+	cerr := closeAll(all, CloseBound(cfg.TTL))
+	c.unpaired()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return errors.Join(err, cerr)
+}
+
+// runKubeShared campaigns (election.Run) with candidates of the side
+// elections beside it on one clientset, until ctx ends.
+func runKubeShared(ctx context.Context, cs *kubernetes.Clientset, cfg CandidateConfig, c *candidate, opts []election.Option) error {
+	e, err := kube.New(cs.CoordinationV1(), KubeNamespace, KubeLease(cfg.Name), opts...)
+	if err != nil {
+		return err
+	}
+	all := []election.Elector{e}
+	for _, name := range sideNames(cfg) {
+		side, err := kube.New(cs.CoordinationV1(), KubeNamespace, KubeLease(name), election.WithID(cfg.ID), election.WithTTL(cfg.TTL))
 		if err != nil {
 			return errors.Join(err, closeAll(all, CloseBound(cfg.TTL)))
 		}

@@ -128,7 +128,7 @@ func Kinds(backend string) []string {
 	if backend == "inmem" {
 		return []string{Crash, Partition}
 	}
-	if backend == "postgres" { // one server: no store partitions
+	if backend == "postgres" || backend == "kube" { // one server: no store partitions
 		return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator, Preempt, Transfer, ClockFast, ClockSlow}
 	}
 	return []string{Kill, Pause, Cut, StoreKill, StoreCut, Expire, Garbage, Operator, Preempt, Transfer, ClockFast, ClockSlow, StorePartition, StoreMinority}
@@ -145,7 +145,7 @@ const (
 
 // Config is one run.
 type Config struct {
-	Backend    string // "etcd", "zk" or "inmem"
+	Backend    string // "etcd", "zk", "postgres", "kube" or "inmem"
 	Seed       int64  // picks the faults, their targets and their timing
 	Duration   time.Duration
 	Candidates int           // how many candidates campaign at once; 0 means DefaultCandidates
@@ -231,9 +231,9 @@ func bad(field, value, reason string) error {
 
 func (c *Config) normalize() error {
 	switch c.Backend {
-	case "etcd", "zk", "inmem", "postgres":
+	case "etcd", "zk", "inmem", "postgres", "kube":
 	default:
-		return bad("Backend", fmt.Sprintf("%q", c.Backend), "must be etcd, zk, postgres or inmem")
+		return bad("Backend", fmt.Sprintf("%q", c.Backend), "must be etcd, zk, postgres, kube or inmem")
 	}
 	if c.Candidates == 0 {
 		c.Candidates = DefaultCandidates
@@ -437,6 +437,12 @@ func (r *run) runStore(ctx context.Context, hist *nemesis.History) (err error) {
 		r.st = s
 	case "postgres":
 		s, err := startPG()
+		if err != nil {
+			return err
+		}
+		r.st = s
+	case "kube":
+		s, err := startKube(filepath.Join(r.dir, "kube"))
 		if err != nil {
 			return err
 		}

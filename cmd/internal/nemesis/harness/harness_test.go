@@ -15,6 +15,7 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/cmd/internal/nemesis"
 	"github.com/electkit/election/cmd/internal/nemesis/harness"
+	"github.com/electkit/election/internal/rig/kubetest"
 	"github.com/electkit/election/internal/rig/pgtest"
 	"github.com/electkit/election/internal/rig/zktest"
 )
@@ -188,6 +189,28 @@ func TestNemesisPostgres(t *testing.T) {
 	checkShards(t, rep)
 }
 
+// TestNemesisKube runs the kube backend's default fault mix on a
+// kube-apiserver (its restarts among them), then the operator nemesis
+// alone: kubectl delete lease, edits of holderIdentity and renewTime, the
+// candidates' RBAC taken away and given back.
+func TestNemesisKube(t *testing.T) {
+	if _, err := kubetest.Binary(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%v (CI is set: real-server tests must run)", err)
+		}
+		t.Skip(err)
+	}
+	t.Run("mix", func(t *testing.T) {
+		hist, rep := checkMixReport(t, harness.Config{Backend: "kube", Seed: 7, Gap: time.Second, Duration: mixDuration(30*time.Second, 15*time.Second)}, minKinds(5, 2))
+		checkShared(t, hist)
+		checkShards(t, rep)
+	})
+	t.Run("operator", func(t *testing.T) {
+		checkOperator(t, harness.Config{Backend: "kube", Seed: 10, Faults: []string{harness.Operator}, Gap: time.Second,
+			Duration: mixDuration(8*time.Second, 5*time.Second)})
+	})
+}
+
 // checkShards asserts that the run looked at the shard-heavy candidates'
 // side elections (checkMix asserts the verdict OK).
 func checkShards(t *testing.T, rep nemesis.Report) {
@@ -227,30 +250,36 @@ func TestOperator(t *testing.T) {
 			if backend == "zk" {
 				zktest.Require(t)
 			}
-			cfg := harness.Config{Backend: backend, Seed: 10, Faults: []string{harness.Operator}, Gap: time.Second,
-				Duration: mixDuration(8*time.Second, 5*time.Second)}
-			hist, rep := runMix(t, cfg)
-			if !rep.OK() {
-				t.Errorf("backend %s, seed %d: a checker failed:\n%s", cfg.Backend, cfg.Seed, rep.String())
-			}
-			faults, actions := 0, map[string]int{}
-			for _, f := range hist.Faults {
-				if f.Kind == harness.Operator {
-					faults++
-					// The action is the target's first three words.
-					w := strings.Fields(f.Target)
-					actions[strings.Join(w[:min(3, len(w))], " ")]++
-				}
-			}
-			if n := minKinds(4, 1); faults < n {
-				t.Errorf("%d operator faults injected, want at least %d", faults, n)
-			}
-			if n := minKinds(3, 1); len(actions) < n {
-				t.Errorf("operator actions %v: want at least %d kinds", actions, n)
-			}
-			t.Logf("operator actions: %v", actions)
+			checkOperator(t, harness.Config{Backend: backend, Seed: 10, Faults: []string{harness.Operator}, Gap: time.Second,
+				Duration: mixDuration(8*time.Second, 5*time.Second)})
 		})
 	}
+}
+
+// checkOperator runs cfg, an operator nemesis alone, and asserts the
+// checkers OK after operator faults of several actions.
+func checkOperator(t *testing.T, cfg harness.Config) {
+	t.Helper()
+	hist, rep := runMix(t, cfg)
+	if !rep.OK() {
+		t.Errorf("backend %s, seed %d: a checker failed:\n%s", cfg.Backend, cfg.Seed, rep.String())
+	}
+	faults, actions := 0, map[string]int{}
+	for _, f := range hist.Faults {
+		if f.Kind == harness.Operator {
+			faults++
+			// The action is the target's first three words.
+			w := strings.Fields(f.Target)
+			actions[strings.Join(w[:min(3, len(w))], " ")]++
+		}
+	}
+	if n := minKinds(4, 1); faults < n {
+		t.Errorf("%d operator faults injected, want at least %d", faults, n)
+	}
+	if n := minKinds(3, 1); len(actions) < n {
+		t.Errorf("operator actions %v: want at least %d kinds", actions, n)
+	}
+	t.Logf("operator actions: %v", actions)
 }
 
 // Under Rate, faults start every second or so without waiting for the

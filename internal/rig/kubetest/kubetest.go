@@ -1,4 +1,11 @@
-package kubesuite
+// Package kubetest is a test rig, not part of the library: a
+// kube-apiserver child process on loopback over an etcd embedded in the
+// calling process, for backend/kube's real-server tests
+// (backend/kube/kubesuite), the benchmark harness and the nemesis. The
+// API server is the kube-apiserver of k8s.io/kubernetes, built from
+// source by the module in backend/kube/kubesuite/kubeapiserver (make
+// kube-apiserver), named by the environment variable KUBE_APISERVER.
+package kubetest
 
 import (
 	"bytes"
@@ -59,12 +66,12 @@ var (
 )
 
 // Binary returns the kube-apiserver to run: $KUBE_APISERVER, or one built
-// now from the kubeapiserver module beside this file (cached by the Go
-// build cache).
+// now from the module backend/kube/kubesuite/kubeapiserver of the clone
+// this file is in (cached by the Go build cache).
 func Binary() (string, error) {
 	if b := os.Getenv("KUBE_APISERVER"); b != "" {
 		if _, err := os.Stat(b); err != nil {
-			return "", fmt.Errorf("kubesuite: KUBE_APISERVER=%s: %w", b, err)
+			return "", fmt.Errorf("kubetest: KUBE_APISERVER=%s: %w", b, err)
 		}
 		return b, nil
 	}
@@ -77,10 +84,10 @@ func Binary() (string, error) {
 		}
 		buildBin = filepath.Join(dir, "kube-apiserver")
 		cmd := exec.Command("go", "build", "-o", buildBin, "k8s.io/kubernetes/cmd/kube-apiserver")
-		cmd.Dir = filepath.Join(filepath.Dir(file), "kubeapiserver")
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "..", "backend", "kube", "kubesuite", "kubeapiserver")
 		cmd.Env = append(os.Environ(), "GOWORK=off")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("kubesuite: building kube-apiserver in %s: %v\n%s", cmd.Dir, err, out)
+			buildErr = fmt.Errorf("kubetest: building kube-apiserver in %s: %v\n%s", cmd.Dir, err, out)
 		}
 	})
 	return buildBin, buildErr
@@ -94,7 +101,7 @@ func Start(dir string) (*Server, error) {
 	}
 	etcd, err := embedetcd.Start(embedetcd.Config{Dir: filepath.Join(dir, "etcd")})
 	if err != nil {
-		return nil, fmt.Errorf("kubesuite: starting etcd: %w", err)
+		return nil, fmt.Errorf("kubetest: starting etcd: %w", err)
 	}
 	s := &Server{bin: bin, dir: dir, etcd: etcd}
 	if err := s.files(); err != nil {
@@ -169,7 +176,7 @@ func (s *Server) start() error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the tests
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return fmt.Errorf("kubesuite: starting %s: %w", s.bin, err)
+		return fmt.Errorf("kubetest: starting %s: %w", s.bin, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); log.Close(); close(exited) }()
@@ -207,9 +214,9 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 		}
 		select {
 		case <-exited:
-			return errors.New("kubesuite: kube-apiserver exited before it was ready")
+			return errors.New("kubetest: kube-apiserver exited before it was ready")
 		case <-deadline.C:
-			return fmt.Errorf("kubesuite: kube-apiserver not ready within %v", StartTimeout)
+			return fmt.Errorf("kubetest: kube-apiserver not ready within %v", StartTimeout)
 		case <-tick.C:
 		}
 	}
@@ -234,10 +241,50 @@ func (s *Server) Stop() {
 	}
 }
 
+// Kill kills the API server (SIGKILL: no graceful shutdown, as a crash)
+// and waits for it; etcd keeps running.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+}
+
 // Restart stops the API server and starts it again on the same address.
 func (s *Server) Restart() error {
 	s.Stop()
 	return s.start()
+}
+
+// Resume starts the API server Stop or Kill stopped again, on the same
+// address, and waits until it is ready.
+func (s *Server) Resume() error {
+	if s.Running() {
+		return errors.New("kubetest: the kube-apiserver is running")
+	}
+	return s.start()
+}
+
+// Running reports whether the API server's process runs (started, and
+// neither stopped nor exited).
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	if cmd == nil {
+		return false
+	}
+	select {
+	case <-exited:
+		return false
+	default:
+		return true
+	}
 }
 
 // Close stops the API server and etcd.
@@ -277,7 +324,7 @@ func Ready(ctx context.Context, cs kubernetes.Interface, d time.Duration) error 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kubesuite: server not answering within %v: %w", d, err)
+			return fmt.Errorf("kubetest: server not answering within %v: %w", d, err)
 		case <-tick.C:
 		}
 	}
