@@ -209,9 +209,7 @@ func (f *follower) ownLeadership(kv *mvccpb.KeyValue) bool {
 // revision at or above the leader's token, so that it sorts after the
 // leader's (layout.leaderKey), and its create revision is the token of
 // c's Term. It returns the view of its Else if it fails; nil once c
-// reserved (f.res). The same transaction touches c's queue key (puts it
-// again, its value and lease kept), which wakes the candidate just behind
-// c: second in line now, it follows the leadership keys (secondIn).
+// reserved (f.res).
 func (f *follower) reserve(leader, ahead *mvccpb.KeyValue) (*view, error) {
 	e, c, s := f.e, f.c, f.c.s
 	e.reads.Add(1)
@@ -231,8 +229,7 @@ func (f *follower) reserve(leader, ahead *mvccpb.KeyValue) (*view, error) {
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
 		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
 		above,
-	).Then(clientv3.OpPut(name, c.leaderRec, clientv3.WithLease(s.lease)),
-		clientv3.OpPut(c.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())).
+	).Then(clientv3.OpPut(name, c.leaderRec, clientv3.WithLease(s.lease))).
 		Else(e.nearOps(c, f.from)...))
 	if err != nil {
 		return nil, err
@@ -251,36 +248,4 @@ func (f *follower) reserve(leader, ahead *mvccpb.KeyValue) (*view, error) {
 		}
 	}
 	return v, nil
-}
-
-// secondInLine: c is next after the candidate that reserved the
-// leadership after the leader's.
-type secondInLine struct {
-	older       string           // the leader's leadership key
-	leaderQueue string           // the leader's queue key
-	res         *mvccpb.KeyValue // the reservation of the one ahead, once made (nil until then)
-	ahead       *mvccpb.KeyValue // the queue key of the one ahead, just above c's
-}
-
-// secondIn returns what c follows if v shows it second in line: one
-// waiter's key just above c's, then the leader's queue key (or nothing
-// else, to the queue's end). c then watches the leadership keys too: the
-// reservation of the one ahead, and the leader's going, on which c
-// reserves at once — one request, whose Compare checks that nothing else
-// is queued above — so that the next handover too costs no request after
-// its event. Else nil.
-func (f *follower) secondIn(v *view) *secondInLine {
-	l, r := v.leader, v.second
-	if l == nil || l.Lease == 0 || v.transfer != nil || v.old != nil || len(v.above) == 0 {
-		return nil
-	}
-	lq, ahead := record.Key(l.Value), v.above[0]
-	if string(ahead.Key) == lq || !(len(v.above) == 2 && string(v.above[1].Key) == lq || len(v.above) == 1 && v.last) {
-		return nil
-	}
-	n := &secondInLine{older: string(l.Key), leaderQueue: lq, ahead: ahead}
-	if r != nil && r.Lease == ahead.Lease && record.Key(r.Value) == string(ahead.Key) {
-		n.res = r
-	}
-	return n
 }

@@ -81,6 +81,7 @@ type candidacy struct {
 	leaderRec string // the leader key's value as the candidacy would create it
 	seq       int64  // the arrival its queue key is named for
 	lkey      string // the leadership key it creates when it claims or reserves (guarded by Elector.mu once queued)
+	next      nextUp // while it leads: the candidate that reserved after it, as its watch saw (guarded by Elector.mu)
 	leader    election.Leader
 
 	stop     chan struct{} // closed when the candidacy is withdrawn
@@ -583,6 +584,33 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	return c, nil
 }
 
+// nextUp is the candidate that reserved the leadership after a leader's:
+// its queue key and lease, and its leadership key.
+type nextUp struct {
+	key   string
+	lease int64
+	lkey  string
+}
+
+// noteNext follows, from the leader c's watch, the reservation after c's
+// leadership key: its release touches the reserving candidate's queue key
+// (see release).
+func (e *Elector) noteNext(c *candidacy, ev *clientv3.Event) {
+	kv := ev.Kv
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case ev.Type == clientv3.EventTypeDelete && string(kv.Key) == c.next.lkey:
+		c.next = nextUp{}
+	case ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && kv.Lease != 0:
+		if q := record.Key(kv.Value); q != "" {
+			if lease, err := e.lay.queueLease(q); err == nil && lease == kv.Lease {
+				c.next = nextUp{key: q, lease: kv.Lease, lkey: string(kv.Key)}
+			}
+		}
+	}
+}
+
 // outranks reports whether kv, a reservation of the leadership (the
 // second leadership key), is a candidate's of lower priority than this
 // Elector's.
@@ -737,7 +765,7 @@ func (e *Elector) releaseWithin(c *candidacy, lease bool) error {
 // it.
 func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 	e.mu.Lock()
-	deleteKeys, token, lkey := !c.keyGone, c.token, c.lkey
+	deleteKeys, token, lkey, next := !c.keyGone, c.token, c.lkey, c.next
 	e.mu.Unlock()
 	lease = lease && c.s.private
 	var err error
@@ -765,7 +793,16 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 		delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
 		// A hand-over to c that c did not take goes with it.
 		delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer)}, nil)
-		_, err = e.commit(ctx, true, e.cli.Txn(ctx).If(lcmp).Then(clientv3.OpDelete(lkey), delQ, delT).Else(delQ, delT))
+		then := []clientv3.Op{clientv3.OpDelete(lkey), delQ, delT}
+		if token != 0 && next.key != "" {
+			// The candidate that reserved after c leads on this release's
+			// event; touching its queue key (put again, its value and
+			// lease kept) wakes the one candidate just behind it, which
+			// is next in line now and reserves in turn.
+			then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(next.key), "=", next.lease)},
+				[]clientv3.Op{clientv3.OpPut(next.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}, nil))
+		}
+		_, err = e.commit(ctx, true, e.cli.Txn(ctx).If(lcmp).Then(then...).Else(delQ, delT))
 		if err == nil {
 			e.mu.Lock()
 			c.keyGone = true

@@ -66,7 +66,9 @@ func (f *follower) guard(token int64) {
 							return // handed over
 						}
 					default:
-						if !strings.HasPrefix(string(ev.Kv.Key), e.lay.leader) {
+						if strings.HasPrefix(string(ev.Kv.Key), e.lay.leader) {
+							e.noteNext(c, ev)
+						} else {
 							p.event(ev)
 						}
 					}

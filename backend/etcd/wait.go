@@ -127,11 +127,6 @@ type follower struct {
 	leadNow     bool             // the wait saw every leadership key older than c's reservation go: c leads
 	resFailed   bool             // a reservation failed: the next needs a read of every window above c
 	resLeader   *mvccpb.KeyValue // the leadership key c reserves after, when reserveNext
-	// next: c is second in line, behind the one who reserved (see
-	// secondInLine); nextLeads: the wait saw the leader's key go, so that
-	// one leads now and c reserves after it.
-	next        *secondInLine
-	nextLeads   bool
 	resAhead    *mvccpb.KeyValue // the leader's queue key, just above c's, when reserveNext (nil: none above)
 	pmu         sync.Mutex       // guards the park below
 	parked      bool             // no goroutine runs the candidacy: one of the wakers below starts one
@@ -237,14 +232,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				}
 				return f.res.token, sent, false
 			}
-			if f.nextLeads {
-				// The one c followed leads now: c reserves after it.
-				n := f.next
-				f.next, f.nextLeads = nil, false
-				f.reserveNext, f.resLeader, f.resAhead = true, n.res, n.ahead
-				v = nil
-				continue
-			}
+
 			f.claimNext = claim
 			if f.touched {
 				f.touched, f.claimNext, f.handoffNext = false, false, true
@@ -306,7 +294,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			e.oust(c, err)
 			return 0, time.Time{}, false
 		}
-		f.res, f.next = nil, nil
+		f.res = nil
 		if l, r := v.leader, v.second; l != nil && l.Lease != 0 && f.ownLeadership(r) {
 			// c reserved the leadership after the leader's (reserve): it
 			// leads once the leader's key goes, which its watch sees.
@@ -351,16 +339,6 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				// leadership after the leader's now, so that the
 				// leader's going makes it leader with no request.
 				f.reserveNext, f.resLeader, f.resAhead = true, v.leader, v.above[0]
-				continue
-			}
-			if n := f.secondIn(v); n != nil {
-				// c is next after the one who reserved: it follows the
-				// leadership keys too, to reserve as soon as that one
-				// leads.
-				f.next = n
-				f.watch(e.lay.leadEnd, v.rev+1)
-				f.w.ahead = []string{string(n.ahead.Key)} // a newcomer just ahead narrows the watch to it
-				f.inWait, f.waitRev, f.waitPoll = true, v.rev, 0
 				continue
 			}
 			switch {
@@ -472,25 +450,6 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					continue
 				}
 				last = max(last, kv.ModRevision)
-				if n := f.next; n != nil && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
-					switch k := string(kv.Key); {
-					case n.res == nil && ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && kv.Lease == n.ahead.Lease && record.Key(kv.Value) == string(n.ahead.Key):
-						n.res = kv // the one ahead reserved
-						continue
-					case k == n.older && ev.Type == clientv3.EventTypeDelete && n.res != nil:
-						f.nextLeads = true // unless the reservation goes too (a hand-over)
-						continue
-					case k == n.older && kv.CreateRevision != kv.ModRevision && kv.Lease != 0:
-						continue // the leader's Proclaim
-					}
-					f.next, f.nextLeads = nil, false
-					changed = true
-					continue
-				}
-				if n := f.next; n != nil && (string(kv.Key) == n.leaderQueue && ev.Type == clientv3.EventTypeDelete && n.res != nil ||
-					string(kv.Key) == string(n.ahead.Key) && ev.Type == clientv3.EventTypePut && kv.Lease == n.ahead.Lease) {
-					continue // the leader's release takes its queue key with its leadership key; the one ahead touched
-				}
 				if f.res != nil && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
 					switch k := string(kv.Key); {
 					case k == f.res.older && ev.Type == clientv3.EventTypeDelete:
@@ -526,7 +485,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					deleted = true
 				}
 			}
-			if f.leadNow || f.nextLeads {
+			if f.leadNow {
 				return false, nil, false
 			}
 			if changed {
@@ -644,7 +603,6 @@ func (f *follower) narrow(rev int64) {
 	}
 	f.watchSkipping(after(near), skip, rev+1)
 	f.w.ahead = []string{near}
-	f.next = nil             // no longer second in line: the watch no longer covers the leadership keys
 	f.c.waiting.Store(false) // until the new watch is created
 }
 
