@@ -235,13 +235,13 @@ func (f *follower) reserve(leader, ahead *mvccpb.KeyValue) (*view, error) {
 		return nil, err
 	}
 	if resp.Succeeded {
-		f.res, f.resFailed = &reservation{older: string(leader.Key), token: resp.Header.Revision}, false
+		f.res, f.resFailed = &reservation{older: string(leader.Key), token: resp.Header.Revision}, 0
 		return nil, nil
 	}
 	v := e.nearView(resp.Header.Revision, resp.Responses, f.from)
 	if v.own != nil && !v.last {
 		// Keys above c beyond the first window, perhaps: read them all.
-		f.resFailed = true
+		f.resFailed = leader.CreateRevision
 		var err error
 		if v, err = e.look(c.ctx, c, f.from, resp.Header.Revision); err != nil {
 			return nil, err

@@ -77,10 +77,10 @@
 //     between that event and its Term, whose token is its reservation's
 //     create revision. A newcomer of higher priority deletes a reservation
 //     of lower priority as it queues, and is next;
-//   - the candidate just behind the one that reserved watches the
-//     leadership keys too (a reservation touches the reserving candidate's
-//     queue key, which wakes it once to read), and reserves as soon as
-//     the leader's key goes;
+//   - the leader's release touches the queue key of the candidate that
+//     reserved after it (puts it again, value and lease kept), which wakes
+//     the one candidate just behind that one: next in line now, it reads
+//     and reserves in turn;
 //   - at the head with no leader, it creates its leadership key, in a
 //     transaction that succeeds only if no leadership key exists, its own
 //     queue key still exists under its lease (P4), and nothing is queued
@@ -92,7 +92,8 @@
 // its leadership ends. A handover — the leader deletes its leadership key
 // and its queue key in one transaction, or its lease expires and takes
 // both — makes the reserved candidate leader on the event, with no
-// request, and the one behind it reserves: one request, and the others
+// request, and the one behind it, woken by the release's touch of the new
+// leader's queue key, reads and reserves: two requests, and the others
 // sleep on (P9). Without a reservation (none was made yet), it wakes the
 // one candidate whose range holds those keys, which creates its
 // leadership key at once. A newcomer wakes at most the candidate it sorts

@@ -125,7 +125,7 @@ type follower struct {
 	reserveNext bool
 	res         *reservation
 	leadNow     bool             // the wait saw every leadership key older than c's reservation go: c leads
-	resFailed   bool             // a reservation failed: the next needs a read of every window above c
+	resFailed   int64            // the leader's token when a reservation behind it failed: the next needs a read of every window above c
 	resLeader   *mvccpb.KeyValue // the leadership key c reserves after, when reserveNext
 	resAhead    *mvccpb.KeyValue // the leader's queue key, just above c's, when reserveNext (nil: none above)
 	pmu         sync.Mutex       // guards the park below
@@ -332,10 +332,11 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			ahead, skip := string(v.above[0].Key), ""
 			end := after(ahead)
 			leads := v.leader != nil && record.Key(v.leader.Value) == ahead
-			if leads && len(v.above) == 1 && (v.last || !f.resFailed) && f.mayReserve(v) {
+			if leads && len(v.above) == 1 && (v.last || f.resFailed != v.leader.CreateRevision) && f.mayReserve(v) {
 				// c heads the queue behind the leader (a read of the
-				// first window only says so unless a reservation failed:
-				// its Compare checks the rest): it reserves the
+				// first window only says so unless a reservation behind
+				// this leader failed: its Compare checks the rest): it
+				// reserves the
 				// leadership after the leader's now, so that the
 				// leader's going makes it leader with no request.
 				f.reserveNext, f.resLeader, f.resAhead = true, v.leader, v.above[0]
@@ -473,8 +474,11 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 				if string(kv.Key) == f.w.skip {
 					continue
 				}
-				if ev.Type == clientv3.EventTypePut && kv.CreateRevision != kv.ModRevision && kv.Lease != 0 && (f.w.ahead == nil || string(kv.Key) != f.w.ahead[0]) {
-					continue // a key put again under its lease: the order is the same
+				if ev.Type == clientv3.EventTypePut && kv.CreateRevision != kv.ModRevision && kv.Lease != 0 && (f.w.ahead == nil || string(kv.Key) != slices.Min(f.w.ahead)) {
+					// A key put again under its lease: the order is the
+					// same. But the key just ahead, touched by a release,
+					// leads now: c is next in line, and reserves.
+					continue
 				}
 				if f.w.stillAhead(f.e.lay, ev) {
 					continue

@@ -369,14 +369,15 @@ func TestGarbageKeysFailClosed(t *testing.T) {
 	}
 }
 
-// A handover wakes only the next two candidates (P9), and the next leader
-// sends nothing after it: with ten waiters sharing one client, queueing
-// costs no read beyond the creates' own but the reservation of the one next
-// in line (it creates its leadership key behind the leader's, and leads on
-// the event of the leader's going) and the look of the one behind it; and
-// every handover costs at most two requests of the queue (the reservation
-// of the one now next in line, the look of the one behind it), none of
-// them the new leader's.
+// A handover wakes only the next leader and the one behind it (P9), and
+// the next leader sends nothing after it: with ten waiters sharing one
+// client, queueing costs no read beyond the creates' own but the
+// reservation of the one next in line (it creates its leadership key
+// behind the leader's, and leads on the event of the leader's going); and
+// every handover costs at most two requests of the queue, the look and
+// the reservation of the one now next in line (the release touched the
+// new leader's queue key, which it watches), none of them the new
+// leader's.
 func TestHandoverWakesOnlyTheNext(t *testing.T) {
 	eps := startEtcd(t)
 	admin := newClient(t, eps)
@@ -399,10 +400,11 @@ func TestHandoverWakesOnlyTheNext(t *testing.T) {
 	settle(t, es[1:])
 	reads := func() int64 { return probeReads(es...) }
 	if got := reads(); got < 1 || got > 2 { // the first candidate's create made it leader
-		t.Fatalf("candidates issued %d reads while queueing, want 1 or 2 (the next in line's reservation, and the look of the one behind it unless it queued after that)", got)
+		t.Fatalf("candidates issued %d reads while queueing, want 1 or 2 (the next in line's reservation, and a look if it queued as the leader's create was applied)", got)
 	}
 	prev := first
 	for i := 1; i < n; i++ {
+		awaitNextNoted(t, es[i-1])
 		before, own := reads(), probeReads(es[i])
 		if err := es[i-1].Resign(ctx); err != nil {
 			t.Fatal(err)
