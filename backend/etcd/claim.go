@@ -11,6 +11,7 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/record"
 )
 
 // This file holds the claim of the leadership: the transaction that
@@ -33,12 +34,12 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 	}
 	put := e.leaderPut(c)
 	ownCmps := []clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0),
+		e.lay.noLeader(),
 		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
 		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
 	}
-	if f.w != nil && (f.w.end == after(e.lay.leader) || f.w.end == after(e.lay.transfer)) {
+	if f.w != nil && (f.w.end == e.lay.leadEnd || f.w.end == after(e.lay.transfer)) {
 		// c watched up to the leader key: it heads the queue, or the key
 		// ahead did and has gone (a handover). Nothing is expected above,
 		// so one Compare over the rest of the queue checks it (a range
@@ -92,7 +93,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 // leaderPut creates the leader key for c (in a transaction that checks
 // it is absent).
 func (e *Elector) leaderPut(c *candidacy) clientv3.Op {
-	return clientv3.OpPut(e.lay.leader, c.leaderRec, clientv3.WithLease(c.s.lease))
+	return clientv3.OpPut(c.lkey, c.leaderRec, clientv3.WithLease(c.s.lease))
 }
 
 // renewed returns the send time of the session's last confirmed renewal,
@@ -178,4 +179,73 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	e.mu.Unlock()
 	go e.renewLoop(c, lc)
 	return term.Err() == nil
+}
+
+// reservation: c holds the leadership key after the leader's (reserve).
+type reservation struct {
+	older string // the leader's leadership key, whose going makes c leader
+	token int64  // the create revision of c's own: its Term's token
+}
+
+// mayReserve reports whether v, a read in which c is next after the
+// leader, lets c reserve: a leader under a lease, no reservation, no
+// pending hand-over, no key of the previous layout.
+func (f *follower) mayReserve(v *view) bool {
+	return v.leader != nil && v.leader.Lease != 0 && v.second == nil && v.transfer == nil && v.old == nil
+}
+
+// ownLeadership reports whether kv is c's own leadership key.
+func (f *follower) ownLeadership(kv *mvccpb.KeyValue) bool {
+	c := f.c
+	return kv != nil && string(kv.Key) == c.lkey && kv.Lease == int64(c.s.lease) && record.Key(kv.Value) == c.key && record.ID(kv.Value) == f.e.o.ID
+}
+
+// reserve creates c's leadership key after the leader's, leader, so that
+// c leads the moment the leader's key goes — its release deletes it, or
+// its lease expires — with no request after that event: one transaction,
+// if leader's key is the only leadership key, c's key is its own under
+// its lease, no hand-over is pending and nothing is queued above c but
+// ahead, the leader's queue key (nil: nothing). The key is named with a
+// revision at or above the leader's token, so that it sorts after the
+// leader's (layout.leaderKey), and its create revision is the token of
+// c's Term. It returns the view of its Else if it fails; nil once c
+// reserved (f.res).
+func (f *follower) reserve(leader, ahead *mvccpb.KeyValue) (*view, error) {
+	e, c, s := f.e, f.c, f.c.s
+	e.reads.Add(1)
+	name := e.lay.leaderKey(max(c.seq, leader.CreateRevision), c.key)
+	e.mu.Lock()
+	c.lkey = name
+	e.mu.Unlock()
+	above := emptyIn(f.from, e.lay.queueEnd)
+	if ahead != nil {
+		// Every key above c is ahead: a range Compare reads them all,
+		// one here.
+		above = clientv3.Compare(clientv3.CreateRevision(f.from), "=", ahead.CreateRevision).WithRange(e.lay.queueEnd)
+	}
+	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", leader.CreateRevision).WithRange(e.lay.leadEnd),
+		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
+		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
+		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
+		above,
+	).Then(clientv3.OpPut(name, c.leaderRec, clientv3.WithLease(s.lease))).
+		Else(e.nearOps(c, f.from)...))
+	if err != nil {
+		return nil, err
+	}
+	if resp.Succeeded {
+		f.res, f.resFailed = &reservation{older: string(leader.Key), token: resp.Header.Revision}, 0
+		return nil, nil
+	}
+	v := e.nearView(resp.Header.Revision, resp.Responses, f.from)
+	if v.own != nil && !v.last {
+		// Keys above c beyond the first window, perhaps: read them all.
+		f.resFailed = leader.CreateRevision
+		var err error
+		if v, err = e.look(c.ctx, c, f.from, resp.Header.Revision); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
 }

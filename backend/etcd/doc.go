@@ -1,7 +1,8 @@
 // Package etcd is the election backend on etcd: candidates queue under
 // their leases in key order, read in windows whose cost does not grow with
-// the queue, the head of the queue creates the one leader key, and each
-// waiter watches only the candidate just ahead of it.
+// the queue, the head of the queue creates a leadership key (or reserves
+// the one after the leader's, and leads on the leader's going with no
+// request), and each waiter watches only the candidate just ahead of it.
 //
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints})
 //	...
@@ -10,14 +11,14 @@
 //		election.WithTTL(5*time.Second))
 //	...
 //	defer e.Close()
-//	t, err := e.Campaign(ctx) // t.Token() is the leader key's create revision
+//	t, err := e.Campaign(ctx) // t.Token() is its leadership key's create revision
 //
 // # Keys
 //
 // Under the election's name N (values are JSON records naming the candidate;
 // N/_t's value is its target's queue key):
 //
-//	N/_l                                      the leader key, under the leader's lease
+//	N/_l/<revision>-<lease>-<nonce>           the leadership keys: the leader's, and the next one's reservation
 //	N/_r                                      a transfer request (RequestTransfer), while one is pending
 //	N/_t                                      a pending hand-over (Transfer, preemption), under its target's lease
 //	N/_c/<priority><arrival>-<lease>-<nonce>  one queue key per candidate, under its lease
@@ -66,21 +67,37 @@
 //     leader key. A candidate queued in between (the same arrival, or a
 //     higher priority) does not wake it to read the queue: its watch
 //     narrows to the new key ahead;
-//   - at the head of the queue, it watches up to the leader key while
-//     someone else leads;
-//   - at the head with no leader, it creates the leader key, in a
-//     transaction that succeeds only if the leader key is absent, its own
+//   - at the head of the queue while someone else leads, it reserves: it
+//     creates its leadership key after the leader's, in a transaction that
+//     succeeds only if the leader's is the only one, its own queue key
+//     still exists under its lease (P4), and nothing but the leader's
+//     queue key is queued above it; then it watches up to the leadership
+//     keys, and leads as soon as its watch reports the leader's key gone
+//     (the leader's release, its lease's expiry): no request stands
+//     between that event and its Term, whose token is its reservation's
+//     create revision. A newcomer of higher priority deletes a reservation
+//     of lower priority as it queues, and is next;
+//   - the leader's release touches the queue key of the candidate that
+//     reserved after it (puts it again, value and lease kept), which wakes
+//     the one candidate just behind that one: next in line now, it reads
+//     and reserves in turn;
+//   - at the head with no leader, it creates its leadership key, in a
+//     transaction that succeeds only if no leadership key exists, its own
 //     queue key still exists under its lease (P4), and nothing is queued
-//     above it. The leader key's create revision is the token.
+//     above it. The key's create revision is the token.
 //
 // Each watch starts at the revision after the read it follows from, and is
 // kept while its range stays the same: the candidate next in line keeps
-// watching, without a gap, from before it creates the leader key until its
-// leadership ends. A handover — the leader deletes the leader key and its
-// queue key in one transaction, or its lease expires and takes both —
-// wakes the one candidate whose range holds them, which tries to create
-// the leader key at once: one request, and the others sleep on (P9). A
-// newcomer wakes at most the candidate it sorts in front of.
+// watching, without a gap, from before it creates its leadership key until
+// its leadership ends. A handover — the leader deletes its leadership key
+// and its queue key in one transaction, or its lease expires and takes
+// both — makes the reserved candidate leader on the event, with no
+// request, and the one behind it, woken by the release's touch of the new
+// leader's queue key, reads and reserves: two requests, and the others
+// sleep on (P9). Without a reservation (none was made yet), it wakes the
+// one candidate whose range holds those keys, which creates its
+// leadership key at once. A newcomer wakes at most the candidate it sorts
+// in front of.
 //
 // The Term's deadline counts from the send time of the last renewal etcd
 // confirmed of the lease (package election's lease clock: send + TTL/(1+ρ)
@@ -104,9 +121,13 @@
 // lead (P3). A Term that ends for any reason withdraws its candidacy: its
 // keys are deleted at once.
 //
-// Tokens are create revisions of the leader key, which is created anew
-// for every leadership: they strictly increase across leaderships and
-// restarts of every candidate (P2).
+// Tokens are create revisions of leadership keys, one created anew for
+// every leadership, a reservation only while the leader's key exists (so
+// after the leader's Term began): they strictly increase across
+// leaderships and restarts of every candidate (P2). A reserved
+// candidate's Term counts from its lease's last confirmed renewal, as any
+// other's (renewed first if that is stale), from the moment it learns the
+// leader's key is gone.
 //
 // # Sessions
 //
@@ -210,12 +231,12 @@
 // Term only to its current deadline unless the watch is back, and then it
 // reads its keys again before trusting them.
 //
-// What is promised when someone else deletes the leader key: the leader
-// and the next candidate learn of it from the same revision; the next
-// candidate then needs one more round trip (creating the leader key)
-// before its Campaign returns, so the old Term ends first in practice (the
-// tests assert that it ends at once, long before its lease would tell, and
-// log the order). It is not a guarantee: etcd delivers one event to two
+// What is promised when someone else deletes the leader's leadership key:
+// the leader and the next candidate learn of it from the same revision —
+// a reserved candidate leads on that event, without a round trip — and
+// the old Term ends at once (the tests assert that it ends long before its
+// lease would tell, and log the order). That it ends before the next Term
+// begins is not a guarantee: etcd delivers one event to two
 // watch streams in no fixed order, and the old leader's process may be
 // paused or slow. The token covers the rest: a store the leader writes to
 // should fence on it (Fence, or comparing tokens), as it must for a
@@ -263,10 +284,12 @@
 //
 // # Fencing
 //
-// Fence gives a clientv3.Cmp that holds exactly while the leader key
-// has the Term's token as its create revision: in the If of a transaction
-// it makes the writes happen only while the Term is current. Proclaim
-// changes the Value observers see, guarded the same way.
+// Fence gives a clientv3.Cmp that holds exactly while the Term's
+// leadership key exists with its token as its create revision and no
+// leadership key older than it does (one Compare over the range of
+// leadership keys up to the Term's own): in the If of a transaction it
+// makes the writes happen only while the Term is current. Proclaim
+// changes the Value observers see, guarded by the Term's key.
 //
 // # Priority, preemption and transfer
 //

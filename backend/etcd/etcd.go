@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -78,6 +79,9 @@ type candidacy struct {
 	key       string // the queue key
 	rev       int64  // the queue key's create revision (0 until known)
 	leaderRec string // the leader key's value as the candidacy would create it
+	seq       int64  // the arrival its queue key is named for
+	lkey      string // the leadership key it creates when it claims or reserves (guarded by Elector.mu once queued)
+	next      nextUp // while it leads: the candidate that reserved after it, as its watch saw (guarded by Elector.mu)
 	leader    election.Leader
 
 	stop     chan struct{} // closed when the candidacy is withdrawn
@@ -346,30 +350,39 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		return nil
 	}
 	// The arrival order: the store's revision now (a candidate queued
-	// before this read began sorts ahead), read with whether a leader key
-	// exists. With a private lease the read runs beside the grant.
-	readArrival := func() (int64, bool, error) {
+	// before this read began sorts ahead), read with the leadership keys:
+	// whether one exists, and a reservation of lower priority than c's
+	// (outranked), which c's create deletes: c sorts ahead of the one who
+	// reserved, and the highest priority leads next. With a private lease
+	// the read runs beside the grant.
+	var outranked *mvccpb.KeyValue
+	readArrival := func() (int64, bool, *mvccpb.KeyValue, error) {
 		var resp *clientv3.GetResponse
 		err := e.limited(ctx, false, func() (err error) {
-			resp, err = e.cli.Get(ctx, e.lay.leader, clientv3.WithCountOnly())
+			resp, err = e.cli.Get(ctx, e.lay.leader, clientv3.WithRange(e.lay.leadEnd), clientv3.WithLimit(2))
 			return err
 		})
 		if err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
-		return resp.Header.Revision, resp.Count > 0, nil
+		var res *mvccpb.KeyValue
+		if len(resp.Kvs) > 1 && e.outranks(resp.Kvs[1]) {
+			res = resp.Kvs[1]
+		}
+		return resp.Header.Revision, resp.Count > 0, res, nil
 	}
 	s, seq, led := e.sess, int64(0), false
 	if s == nil {
 		type arrival struct {
 			rev int64
 			led bool
+			res *mvccpb.KeyValue
 			err error
 		}
 		read := make(chan arrival, 1)
 		go func() {
-			rev, led, err := readArrival()
-			read <- arrival{rev, led, err}
+			rev, led, res, err := readArrival()
+			read <- arrival{rev, led, res, err}
 		}()
 		for s == nil {
 			ps, rev, err := grantSession(ctx, e.bg, e.cli, e.o, true, &e.wg)
@@ -384,13 +397,13 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		// The grant's revision is an arrival too: without the read (it
 		// failed), the create carries a claim, as if no leader were known.
 		if a := <-read; a.err == nil {
-			seq, led = max(seq, a.rev), a.led
+			seq, led, outranked = max(seq, a.rev), a.led, a.res
 		}
 	}
 	for seq == 0 {
-		rev, l, err := readArrival()
+		rev, l, res, err := readArrival()
 		if err == nil {
-			seq, led = rev, l
+			seq, led, outranked = rev, l, res
 			break
 		}
 		if err := retry("reading the store's revision", err); err != nil {
@@ -460,14 +473,19 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	arrive := func(at int64) {
 		seq = at
 		c.key = e.lay.queueKey(e.o.Priority, seq, s.lease, nonce)
+		c.seq, c.lkey = seq, e.lay.leaderKey(seq, c.key)
 		c.leaderRec = string(record.EncodeLeader(e.o, e.o.Value, c.key))
 		from = after(c.key)
 		near = e.nearOps(c, from)
 		then = append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, near...)
+		if r := outranked; r != nil {
+			then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(r.Key)), "=", r.ModRevision)},
+				[]clientv3.Op{clientv3.OpDelete(string(r.Key))}, nil))
+		}
 		if lead {
 			put := e.leaderPut(c)
 			then = append(then, clientv3.OpTxn(
-				[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0)},
+				[]clientv3.Cmp{e.lay.noLeader(), clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0)},
 				[]clientv3.Op{e.lay.nested(from, func() []clientv3.Op { return []clientv3.Op{put} }, func(string, string) []clientv3.Op { return nil })},
 				nil))
 		}
@@ -477,7 +495,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	token := int64(0)
 	for {
 		resp, err := e.commit(ctx, false, e.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "<", seq+1)).
+			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "<", seq+1).WithRange(e.lay.leadEnd)).
 			Then(then...).
 			Else(near...))
 		if err == nil && resp.Succeeded {
@@ -494,8 +512,11 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		}
 		if err == nil {
 			v = e.nearView(resp.Header.Revision, resp.Responses, from)
-			if v.own == nil && v.leader != nil && v.leader.CreateRevision > seq {
-				lead = false
+			if v.own == nil && (v.leader != nil && v.leader.CreateRevision > seq || v.second != nil && v.second.CreateRevision > seq) {
+				lead, outranked = false, nil
+				if v.second != nil && e.outranks(v.second) {
+					outranked = v.second
+				}
 				arrive(resp.Header.Revision) // a leader since the arrival read: arrive again
 				continue
 			}
@@ -561,6 +582,41 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	go e.follow(c, v, token, sent)
 	e.mu.Unlock()
 	return c, nil
+}
+
+// nextUp is the candidate that reserved the leadership after a leader's:
+// its queue key and lease, and its leadership key.
+type nextUp struct {
+	key   string
+	lease int64
+	lkey  string
+}
+
+// noteNext follows, from the leader c's watch, the reservation after c's
+// leadership key: its release touches the reserving candidate's queue key
+// (see release).
+func (e *Elector) noteNext(c *candidacy, ev *clientv3.Event) {
+	kv := ev.Kv
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case ev.Type == clientv3.EventTypeDelete && string(kv.Key) == c.next.lkey:
+		c.next = nextUp{}
+	case ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && kv.Lease != 0:
+		if q := record.Key(kv.Value); q != "" {
+			if lease, err := e.lay.queueLease(q); err == nil && lease == kv.Lease {
+				c.next = nextUp{key: q, lease: kv.Lease, lkey: string(kv.Key)}
+			}
+		}
+	}
+}
+
+// outranks reports whether kv, a reservation of the leadership (the
+// second leadership key), is a candidate's of lower priority than this
+// Elector's.
+func (e *Elector) outranks(kv *mvccpb.KeyValue) bool {
+	ld, err := record.Decode(kv.Value)
+	return err == nil && ld.Priority < e.o.Priority
 }
 
 // interrupted reports why waiting must stop, or nil.
@@ -709,7 +765,7 @@ func (e *Elector) releaseWithin(c *candidacy, lease bool) error {
 // it.
 func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 	e.mu.Lock()
-	deleteKeys, token := !c.keyGone, c.token
+	deleteKeys, token, lkey, next := !c.keyGone, c.token, c.lkey, c.next
 	e.mu.Unlock()
 	lease = lease && c.s.private
 	var err error
@@ -730,14 +786,23 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 		if c.rev != 0 {
 			qcmp = clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)
 		}
-		lcmp := clientv3.Compare(clientv3.Value(e.lay.leader), "=", c.leaderRec)
+		lcmp := clientv3.Compare(clientv3.Value(lkey), "=", c.leaderRec) // a claim or reservation whose reply was lost, or a reservation
 		if token != 0 {
-			lcmp = clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token)
+			lcmp = clientv3.Compare(clientv3.CreateRevision(lkey), "=", token)
 		}
 		delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
 		// A hand-over to c that c did not take goes with it.
 		delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer)}, nil)
-		_, err = e.commit(ctx, true, e.cli.Txn(ctx).If(lcmp).Then(clientv3.OpDelete(e.lay.leader), delQ, delT).Else(delQ, delT))
+		then := []clientv3.Op{clientv3.OpDelete(lkey), delQ, delT}
+		if token != 0 && next.key != "" {
+			// The candidate that reserved after c leads on this release's
+			// event; touching its queue key (put again, its value and
+			// lease kept) wakes the one candidate just behind it, which
+			// is next in line now and reserves in turn.
+			then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(next.key), "=", next.lease)},
+				[]clientv3.Op{clientv3.OpPut(next.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}, nil))
+		}
+		_, err = e.commit(ctx, true, e.cli.Txn(ctx).If(lcmp).Then(then...).Else(delQ, delT))
 		if err == nil {
 			e.mu.Lock()
 			c.keyGone = true

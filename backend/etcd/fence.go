@@ -29,11 +29,13 @@ func (e *Elector) candidacyOf(t *election.Term) (*candidacy, error) {
 	return c, nil
 }
 
-// Fence returns a comparison that holds exactly while the leader key
-// exists with t's create revision (the token), that is while etcd counts
-// t's candidate as leader: put it in the If of a transaction so that the
-// transaction's writes happen only while t is current — the etcd-native
-// way to fence writes, stronger than checking the token before writing.
+// Fence returns a comparison that holds exactly while t's leadership key
+// exists with t's token as its create revision and no leadership key
+// older than it does, that is while etcd counts t's candidate as leader
+// (one Compare over the range of leadership keys up to t's): put it in the
+// If of a transaction so that the transaction's writes happen only while
+// t is current — the etcd-native way to fence writes, stronger than
+// checking the token before writing.
 //
 //	cmp, err := e.Fence(t)
 //	resp, err := cli.Txn(ctx).If(cmp).Then(clientv3.OpPut("/jobs/next", "42")).Commit()
@@ -42,34 +44,37 @@ func (e *Elector) candidacyOf(t *election.Term) (*candidacy, error) {
 // It fails with an error wrapping election.ErrNotLeader if t is not this
 // Elector's current, valid Term.
 func (e *Elector) Fence(t *election.Term) (clientv3.Cmp, error) {
-	if _, err := e.candidacyOf(t); err != nil {
+	c, err := e.candidacyOf(t)
+	if err != nil {
 		return clientv3.Cmp{}, err
 	}
 	if err := t.Err(); err != nil {
 		return clientv3.Cmp{}, fmt.Errorf("%w: %s ended: %w", election.ErrNotLeader, t, err)
 	}
-	return clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", int64(t.Token())), nil
+	// Over the leadership keys up to c's own: c's alone, at its token.
+	return clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", int64(t.Token())).WithRange(after(c.lkey)), nil
 }
 
-// FenceKey returns the key that Fence compares: the leader key, which
-// exists exactly while some candidate leads, whose create revision is the
-// token and whose value names the leader (deleting it ends t). It fails
-// with an error wrapping election.ErrNotLeader if t is not this Elector's
-// current, valid Term.
+// FenceKey returns t's leadership key, the last key of the range Fence
+// compares: it exists while t leads (and, reserved, a little before),
+// its create revision is the token and its value names the leader;
+// deleting it ends t. It fails with an error wrapping
+// election.ErrNotLeader if t is not this Elector's current, valid Term.
 func (e *Elector) FenceKey(t *election.Term) (string, error) {
-	if _, err := e.candidacyOf(t); err != nil {
+	c, err := e.candidacyOf(t)
+	if err != nil {
 		return "", err
 	}
 	if err := t.Err(); err != nil {
 		return "", fmt.Errorf("%w: %s ended: %w", election.ErrNotLeader, t, err)
 	}
-	return e.lay.leader, nil
+	return c.lkey, nil
 }
 
 // Proclaim publishes value as the leader's Value without a new election:
-// observers see the change. It succeeds only while t is valid and the
-// leader key is t's (the write is guarded by its create revision and
-// lease), and
+// observers see the change. It succeeds only while t is valid and t's
+// leadership key is there (the write is guarded by its create revision
+// and lease), and
 // fails with election.ErrNotLeader otherwise. The Term's own Leader keeps
 // the value it was elected with. value is bounded like WithValue.
 func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) error {
@@ -88,15 +93,15 @@ func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) 
 	}
 	tok := int64(t.Token())
 	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", tok),
-			clientv3.Compare(clientv3.LeaseValue(e.lay.leader), "=", c.s.lease)).
-		Then(clientv3.OpPut(e.lay.leader, string(record.EncodeLeader(e.o, value, c.key)), clientv3.WithLease(c.s.lease))).
+		If(clientv3.Compare(clientv3.CreateRevision(c.lkey), "=", tok),
+			clientv3.Compare(clientv3.LeaseValue(c.lkey), "=", c.s.lease)).
+		Then(clientv3.OpPut(c.lkey, string(record.EncodeLeader(e.o, value, c.key)), clientv3.WithLease(c.s.lease))).
 		Commit()
 	if err != nil {
-		return e.storeErr(ctx, "proclaiming on "+e.lay.leader, err)
+		return e.storeErr(ctx, "proclaiming on "+c.lkey, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: leader key %s (token %d) is gone", election.ErrNotLeader, e.lay.leader, tok)
+		return fmt.Errorf("%w: leader key %s (token %d) is gone", election.ErrNotLeader, c.lkey, tok)
 	}
 	return nil
 }

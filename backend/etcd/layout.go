@@ -21,23 +21,37 @@ import (
 // Key layout. Under the election's name N there are two kinds of key, both
 // bound to a candidate's session lease:
 //
-//	N/_l                                          {"v":1,"id":"sched-1","priority":0,"value":"…","key":"N/_c/…"}
+//	N/_l/<revision>-<lease>-<nonce>               {"v":1,"id":"sched-1","priority":0,"value":"…","key":"N/_c/…"}
 //	N/_r                                          {"v":1,"to":"sched-2","token":1234,"by":"ops-1"} (a transfer request)
 //	N/_t                                          N/_c/… (a pending hand-over: the queue key of its target)
 //	N/_c/<priority><arrival>-<lease>-<nonce>      {"v":1,"id":"sched-1","priority":0,"value":"…"}
 //
-// N/_l is the leader key. It is created only if absent, by the candidate
-// at the head of the queue, in a transaction that also checks that the
-// candidate's queue key exists under its lease and that nothing is queued
-// above it; its create revision is the token. Leadership is exactly that
-// key: Leader and Observe read it alone.
+// N/_l/… are the leadership keys, at most two: the leader's, and the
+// reservation of the candidate next in line. Each is named with a store
+// revision at or above the create revision of every leadership key there
+// when it is made (16 hex digits), then the lease and nonce of its
+// candidate's queue key, so their names sort in the order they were
+// created; its create revision is its token. The leader is the first: a
+// candidate leads while its key is the first under N/_l/, and Leader and
+// Observe read the first alone. A leadership key is created, by the
+// candidate at the head of the queue, only in a transaction that also
+// checks that the candidate's queue key exists under its lease and that
+// nothing is queued above it (but the leader's queue key, for a
+// reservation), and only if no leadership key exists (a claim) or only the
+// leader's does (a reservation). So the reserved candidate leads the
+// moment the leader's key goes — its release, its lease's expiry — which
+// its watch reports: no request stands between the leader's going and the
+// next leader's Term. A newcomer of higher priority deletes a reservation
+// of lower priority in the transaction that creates its queue key, so the
+// highest priority still leads next.
 //
 // N/_t exists only while a hand-over (Transfer, preemption) is pending: the
-// leader deletes N/_l and its queue key and puts N/_t, naming the target's
+// leader deletes the leadership keys (its own and a reservation) and its
+// queue key and puts N/_t, naming the target's
 // queue key, under the target's lease, in one transaction that also
 // touches the target's queue key (a put that keeps its value and lease) so
-// that the target's watch wakes it. Only the target may create N/_l while
-// N/_t exists; it deletes N/_t in the same transaction. N/_t goes with the
+// that the target's watch wakes it. Only the target may create a leadership
+// key while N/_t exists; it deletes N/_t in the same transaction. N/_t goes with the
 // target's lease, with its candidacy (its release deletes it), or when the
 // leader's Transfer gives up on it after one lease window; the head of the
 // queue deletes one whose target key is gone.
@@ -57,7 +71,8 @@ import (
 // one lease apart. So "the candidate just ahead of mine" is the smallest
 // key above mine, and "anyone ahead" the same read coming back empty, both
 // read window by window (windows, nested below). The queue decides only
-// who tries N/_l next; N/_l alone carries safety and the token.
+// who tries N/_l/ next; the leadership keys alone carry safety and the
+// token.
 //
 // Segments of election names that begin with "_" are reserved for these
 // keys (New refuses them), so that no election's keys fall into another's.
@@ -69,10 +84,11 @@ import (
 // key's Lease comes back 0 (v3.6 read it from the stored value). The reads
 // are bounded instead: one key, or two of a window.
 
-// leaderName, requestName, transferName, queueDir: the suffixes of the
-// leader key, the transfer request key, the hand-over key and the queue.
+// leaderDir, requestName, transferName, queueDir: the suffixes of the
+// leadership keys' directory, the transfer request key, the hand-over key
+// and the queue.
 const (
-	leaderName   = "_l"
+	leaderDir    = "_l/"
 	requestName  = "_r"
 	transferName = "_t"
 	queueDir     = "_c/"
@@ -85,7 +101,8 @@ const queueKeyLen = 32 + 1 + 16 + 1 + 8
 // layout holds the keys of one election.
 type layout struct {
 	prefix   string // N + "/"
-	leader   string // N/_l
+	leader   string // N/_l/: the leadership keys' directory
+	leadEnd  string // the end of its range: N/_l0
 	request  string // N/_r
 	transfer string // N/_t
 	queue    string // N/_c/
@@ -94,13 +111,46 @@ type layout struct {
 
 func newLayout(name string) layout {
 	p := name + "/"
-	return layout{prefix: p, leader: p + leaderName, request: p + requestName, transfer: p + transferName, queue: p + queueDir, queueEnd: p + queueDir[:len(queueDir)-1] + "0"}
+	return layout{prefix: p, leader: p + leaderDir, leadEnd: p + leaderDir[:len(leaderDir)-1] + "0", request: p + requestName, transfer: p + transferName, queue: p + queueDir, queueEnd: p + queueDir[:len(queueDir)-1] + "0"}
 }
 
 // queueKey names a candidacy's queue key.
 func (l layout) queueKey(priority, seq int64, lease clientv3.LeaseID, nonce uint32) string {
 	return fmt.Sprintf("%s%016x%016x-%016x-%08x", l.queue, uint64(priority)^(1<<63), ^uint64(seq), uint64(lease), nonce)
 }
+
+// leaderKey names the leadership key of the candidacy whose queue key is
+// qkey, created at (or after) revision rev: the names of leadership keys
+// sort in the order they were created, as long as each is named with a
+// revision at or above the create revision of every one that exists then.
+func (l layout) leaderKey(rev int64, qkey string) string {
+	return fmt.Sprintf("%s%016x%s", l.leader, uint64(rev), qkey[len(l.queue)+32:])
+}
+
+// leaderLease returns the lease a leadership key's name carries, or an
+// error saying why key is not a leadership key of this layout.
+func (l layout) leaderLease(key string) (int64, error) {
+	s, ok := strings.CutPrefix(key, l.leader)
+	if !ok || len(s) != 16+1+16+1+8 || s[16] != '-' || s[33] != '-' {
+		return 0, fmt.Errorf("name is not %s<16 hex>-<16 hex lease>-<8 hex nonce>", l.leader)
+	}
+	for _, part := range []string{s[:16], s[17:33], s[34:]} {
+		if _, err := strconv.ParseUint(part, 16, 64); err != nil || part != strings.ToLower(part) {
+			return 0, fmt.Errorf("name is not %s<16 hex>-<16 hex lease>-<8 hex nonce>", l.leader)
+		}
+	}
+	id, _ := strconv.ParseUint(s[17:33], 16, 64)
+	return int64(id), nil
+}
+
+// leadersOp reads the first two leadership keys: the leader's, then the
+// one reserved by the candidate next in line.
+func (l layout) leadersOp(o ...clientv3.OpOption) clientv3.Op {
+	return clientv3.OpGet(l.leader, append([]clientv3.OpOption{clientv3.WithRange(l.leadEnd), clientv3.WithLimit(2)}, o...)...)
+}
+
+// noLeader is a Compare that holds when no leadership key exists.
+func (l layout) noLeader() clientv3.Cmp { return emptyIn(l.leader, l.leadEnd) }
 
 // queueLease returns the lease a queue key's name carries, or an error
 // saying why key is not a queue key of this layout.
@@ -175,6 +225,13 @@ func (l layout) decodeLeader(kv *mvccpb.KeyValue, floor uint64) (election.Leader
 	if err != nil {
 		return election.Leader{}, "", fmt.Errorf("value: %w", err)
 	}
+	nameLease, err := l.leaderLease(string(kv.Key))
+	if err != nil {
+		return election.Leader{}, "", err
+	}
+	if nameLease != kv.Lease {
+		return election.Leader{}, "", fmt.Errorf("is named for lease %016x, but holds lease %016x", uint64(nameLease), uint64(kv.Lease))
+	}
 	key := record.Key(kv.Value)
 	lease, err := l.queueLease(key)
 	if err != nil {
@@ -182,6 +239,9 @@ func (l layout) decodeLeader(kv *mvccpb.KeyValue, floor uint64) (election.Leader
 	}
 	if lease != kv.Lease {
 		return election.Leader{}, "", fmt.Errorf("names queue key %s of lease %016x, but holds lease %016x", key, uint64(lease), uint64(kv.Lease))
+	}
+	if string(kv.Key)[len(l.leader)+16:] != key[len(l.queue)+32:] {
+		return election.Leader{}, "", fmt.Errorf("names queue key %s, whose lease and nonce its name does not carry", key)
 	}
 	ld.Token = uint64(kv.CreateRevision)
 	if ld.Token < floor {

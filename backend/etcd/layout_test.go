@@ -40,6 +40,12 @@ func TestQueueKeyOrder(t *testing.T) {
 			t.Errorf("queueLease(%q): %v", k, err)
 		}
 	}
+	if lk := l.leaderKey(3, want[0]); !strings.HasPrefix(lk, l.leader) || lk >= l.leadEnd || l.leadEnd >= l.request {
+		t.Errorf("leadership key %q outside [%q, %q), or that range reaches the request key %q", lk, l.leader, l.leadEnd, l.request)
+	}
+	if l.leaderKey(3, want[0]) >= l.leaderKey(4, want[0]) {
+		t.Errorf("leadership keys do not sort in the order of the revisions that name them")
+	}
 	if l.queueEnd >= l.leader {
 		t.Errorf("the queue's range ends at %q, after the leader key %q: a watch up to the leader key would cover more than the queue", l.queueEnd, l.leader)
 	}
@@ -55,7 +61,8 @@ func TestDecodeLeader(t *testing.T) {
 	o := election.DefaultOptions()
 	o.ID = "a"
 	q := l.queueKey(0, 5, 0x42, 1)
-	good := &mvccpb.KeyValue{Key: []byte(l.leader), Lease: 0x42, CreateRevision: 9, Value: record.EncodeLeader(o, []byte("v"), q)}
+	lk := l.leaderKey(5, q)
+	good := &mvccpb.KeyValue{Key: []byte(lk), Lease: 0x42, CreateRevision: 9, Value: record.EncodeLeader(o, []byte("v"), q)}
 	ld, key, err := l.decodeLeader(good, 9)
 	if err != nil || ld.ID != "a" || ld.Token != 9 || key != q {
 		t.Fatalf("decodeLeader(good) = %v, %q, %v", ld, key, err)
@@ -65,11 +72,14 @@ func TestDecodeLeader(t *testing.T) {
 		kv   *mvccpb.KeyValue
 		want string
 	}{
-		{"no lease", &mvccpb.KeyValue{Key: []byte(l.leader), CreateRevision: 9, Value: good.Value}, "no lease"},
-		{"not a record", &mvccpb.KeyValue{Key: []byte(l.leader), Lease: 0x42, CreateRevision: 9, Value: []byte("x")}, "value"},
-		{"no queue key", &mvccpb.KeyValue{Key: []byte(l.leader), Lease: 0x42, CreateRevision: 9, Value: record.Encode(o, nil)}, "queue key"},
-		{"other lease", &mvccpb.KeyValue{Key: []byte(l.leader), Lease: 0x43, CreateRevision: 9, Value: good.Value}, "holds lease"},
-		{"below a seen token", &mvccpb.KeyValue{Key: []byte(l.leader), Lease: 0x42, CreateRevision: 8, Value: good.Value}, "below"},
+		{"no lease", &mvccpb.KeyValue{Key: []byte(lk), CreateRevision: 9, Value: good.Value}, "no lease"},
+		{"not a record", &mvccpb.KeyValue{Key: []byte(lk), Lease: 0x42, CreateRevision: 9, Value: []byte("x")}, "value"},
+		{"no queue key", &mvccpb.KeyValue{Key: []byte(lk), Lease: 0x42, CreateRevision: 9, Value: record.Encode(o, nil)}, "queue key"},
+		{"other lease", &mvccpb.KeyValue{Key: []byte(lk), Lease: 0x43, CreateRevision: 9, Value: good.Value}, "holds lease"},
+		{"not a leadership key's name", &mvccpb.KeyValue{Key: []byte(l.leader + "x"), Lease: 0x42, CreateRevision: 9, Value: good.Value}, "name is not"},
+		{"named for another lease", &mvccpb.KeyValue{Key: []byte(l.leaderKey(5, l.queueKey(0, 5, 0x43, 1))), Lease: 0x42, CreateRevision: 9, Value: good.Value}, "named for lease"},
+		{"named for another candidacy", &mvccpb.KeyValue{Key: []byte(l.leaderKey(5, l.queueKey(0, 5, 0x42, 2))), Lease: 0x42, CreateRevision: 9, Value: good.Value}, "does not carry"},
+		{"below a seen token", &mvccpb.KeyValue{Key: []byte(lk), Lease: 0x42, CreateRevision: 8, Value: good.Value}, "below"},
 	} {
 		if _, _, err := l.decodeLeader(tc.kv, 9); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: decodeLeader = %v, want an error saying %q", tc.name, err, tc.want)

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"errors"
+	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -58,14 +59,18 @@ func (f *follower) guard(token int64) {
 					switch string(ev.Kv.Key) {
 					case c.key:
 						err = e.ownEvent(c, ev)
-					case e.lay.leader:
+					case c.lkey:
 						err = e.leaderEvent(c, token, ev)
 					case e.lay.request:
 						if f.request(ev, token) {
 							return // handed over
 						}
 					default:
-						p.event(ev)
+						if strings.HasPrefix(string(ev.Kv.Key), e.lay.leader) {
+							e.noteNext(c, ev)
+						} else {
+							p.event(ev)
+						}
 					}
 					if err != nil {
 						e.oust(c, err)
@@ -102,7 +107,7 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 			}
 			continue
 		}
-		ops := []clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(e.lay.leader)}
+		ops := []clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(c.lkey)}
 		if p.on() {
 			// The candidates above c, of higher priority (preemption).
 			ops = append(ops, clientv3.OpGet(after(c.key), clientv3.WithRange(e.lay.queueEnd)))

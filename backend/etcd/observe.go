@@ -30,7 +30,7 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 	if closed {
 		return election.Leader{}, election.ErrClosed
 	}
-	resp, err := e.cli.Get(ctx, e.lay.leader)
+	resp, err := e.cli.Get(ctx, e.lay.leader, clientv3.WithRange(e.lay.leadEnd), clientv3.WithLimit(1))
 	if err != nil {
 		return election.Leader{}, e.storeErr(ctx, "reading the leader", err)
 	}
@@ -71,7 +71,7 @@ func (e *Elector) observeLoop() {
 	warned := map[int64]bool{}
 	b := retryBackoff(maxRetryWait)
 	for ctx.Err() == nil {
-		resp, err := e.cli.Get(ctx, e.lay.leader)
+		resp, err := e.cli.Get(ctx, e.lay.leader, clientv3.WithRange(e.lay.leadEnd))
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("etcd election: observer read failed; retrying", "key", e.lay.leader, "err", err)
@@ -79,13 +79,13 @@ func (e *Elector) observeLoop() {
 			clock.Sleep(ctx, b.NextBackOff())
 			continue
 		}
-		var kv *mvccpb.KeyValue
-		if len(resp.Kvs) > 0 {
-			kv = resp.Kvs[0]
+		keys := map[string]*mvccpb.KeyValue{}
+		for _, kv := range resp.Kvs {
+			keys[string(kv.Key)] = kv
 		}
-		e.publish(kv, warned)
+		e.publish(first(keys), warned)
 		began := time.Now()
-		if e.observeFrom(ctx, resp.Header.Revision+1, warned) || time.Since(began) >= maxRetryWait {
+		if e.observeFrom(ctx, resp.Header.Revision+1, keys, warned) || time.Since(began) >= maxRetryWait {
 			b.Reset()
 		}
 		// A watch that breaks at once, again and again, is not read
@@ -94,25 +94,40 @@ func (e *Elector) observeLoop() {
 	}
 }
 
-// observeFrom publishes the leader key's changes from rev on, until the
-// watch breaks. It reports whether the watch delivered any.
-func (e *Elector) observeFrom(ctx context.Context, rev int64, warned map[int64]bool) (delivered bool) {
+// first returns the leadership key that sorts first (the leader's: their
+// names sort in the order they were created), or nil.
+func first(keys map[string]*mvccpb.KeyValue) *mvccpb.KeyValue {
+	var kv *mvccpb.KeyValue
+	for k, v := range keys {
+		if kv == nil || k < string(kv.Key) {
+			kv = v
+		}
+	}
+	return kv
+}
+
+// observeFrom publishes the leader's changes from rev on, keys being the
+// leadership keys read before rev, until the watch breaks. It reports
+// whether the watch delivered any.
+func (e *Elector) observeFrom(ctx context.Context, rev int64, keys map[string]*mvccpb.KeyValue, warned map[int64]bool) (delivered bool) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range e.cli.Watch(wctx, e.lay.leader, clientv3.WithRev(rev)) {
+	for wr := range e.cli.Watch(wctx, e.lay.leader, clientv3.WithRange(e.lay.leadEnd), clientv3.WithRev(rev)) {
 		if err := wr.Err(); err != nil || wr.Canceled || wr.CompactRevision != 0 {
 			if ctx.Err() == nil {
 				e.log.Info("etcd election: observer watch broke; reading again", "key", e.lay.leader, "err", err, "compact_revision", wr.CompactRevision)
 			}
 			return
 		}
-		if n := len(wr.Events); n > 0 {
-			ev := wr.Events[n-1] // the newest
-			var kv *mvccpb.KeyValue
-			if ev.Type == clientv3.EventTypePut {
-				kv = ev.Kv
+		if len(wr.Events) > 0 {
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypePut {
+					keys[string(ev.Kv.Key)] = ev.Kv
+				} else {
+					delete(keys, string(ev.Kv.Key))
+				}
 			}
-			e.publish(kv, warned)
+			e.publish(first(keys), warned)
 			delivered = true
 		}
 	}

@@ -12,4 +12,10 @@ func init() {
 		el.mu.Unlock()
 		return c != nil && (c.waiting.Load() || c.watched.Load())
 	}
+	probe.EtcdNextNoted = func(e any) bool {
+		el := e.(*Elector)
+		el.mu.Lock()
+		defer el.mu.Unlock()
+		return el.cand != nil && el.cand.next.key != ""
+	}
 }

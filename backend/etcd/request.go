@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -32,9 +33,13 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 	if e.isClosed() {
 		return election.Leader{}, election.ErrClosed
 	}
-	resp, err := e.cli.Get(ctx, e.lay.leader)
+	resp, err := e.cli.Get(ctx, e.lay.leader, clientv3.WithRange(e.lay.leadEnd))
 	if err != nil {
 		return election.Leader{}, e.storeErr(ctx, "reading the leader", err)
+	}
+	keys := map[string]*mvccpb.KeyValue{}
+	for _, kv := range resp.Kvs {
+		keys[string(kv.Key)] = kv
 	}
 	if len(resp.Kvs) == 0 {
 		return election.Leader{}, fmt.Errorf("%w: no transfer to request in %s", election.ErrNoLeader, e.name)
@@ -49,7 +54,7 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 	}
 	b := record.EncodeRequest(record.TransferRequest{To: to, Token: uint64(token), By: e.o.ID})
 	put, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token)).
+		If(clientv3.Compare(clientv3.CreateRevision(string(resp.Kvs[0].Key)), "=", token)).
 		Then(clientv3.OpPut(e.lay.request, string(b))).Commit()
 	if err != nil {
 		return election.Leader{}, e.storeErr(ctx, "putting a transfer request", err)
@@ -76,10 +81,25 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 		if wr.Err() != nil || wr.Canceled {
 			break
 		}
-		for _, ev := range wr.Events {
+		for i, ev := range wr.Events {
 			kv := ev.Kv
+			if strings.HasPrefix(string(kv.Key), e.lay.leader) {
+				if ev.Type == clientv3.EventTypePut {
+					keys[string(kv.Key)] = kv
+				} else {
+					delete(keys, string(kv.Key))
+				}
+				if i+1 < len(wr.Events) && wr.Events[i+1].Kv.ModRevision == kv.ModRevision {
+					continue // the rest of the same write first (a hand-over deletes two keys)
+				}
+				if f := first(keys); f != nil && f.CreateRevision != token {
+					kv = f
+				} else {
+					continue
+				}
+			}
 			switch {
-			case string(kv.Key) == e.lay.leader && ev.Type == clientv3.EventTypePut && kv.CreateRevision != token:
+			case strings.HasPrefix(string(kv.Key), e.lay.leader):
 				ld, _, err := e.lay.decodeLeader(kv, 0)
 				if err != nil {
 					return election.Leader{}, fmt.Errorf("%w: the leader key was replaced by one that is not a leader's: %w", election.ErrTransferFailed, malformed(kv, err))

@@ -36,7 +36,7 @@ type waiter struct {
 func (e *Elector) readQueue(ctx context.Context) ([]waiter, error) {
 	resp, err := e.cli.Txn(ctx).Then(
 		clientv3.OpGet(e.lay.queue, clientv3.WithRange(e.lay.queueEnd), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)),
-		clientv3.OpGet(e.lay.leader),
+		clientv3.OpGet(e.lay.leader, clientv3.WithRange(e.lay.leadEnd), clientv3.WithLimit(1)),
 	).Commit()
 	if err != nil {
 		return nil, err
@@ -170,11 +170,11 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	}
 	tkey := string(target.Key)
 	resp, err := e.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token),
+		clientv3.Compare(clientv3.CreateRevision(c.lkey), "=", token),
 		clientv3.Compare(clientv3.CreateRevision(tkey), "=", target.CreateRevision),
 		clientv3.Compare(clientv3.LeaseValue(tkey), "=", target.Lease),
 	).Then(
-		clientv3.OpDelete(e.lay.leader),
+		clientv3.OpDelete(e.lay.leader, clientv3.WithRange(e.lay.leadEnd)), // c's, and a reservation
 		clientv3.OpDelete(c.key),
 		clientv3.OpPut(e.lay.transfer, tkey, clientv3.WithLease(clientv3.LeaseID(target.Lease))),
 		clientv3.OpPut(tkey, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease()),
@@ -212,12 +212,12 @@ watching:
 		}
 		gone := false
 		for _, ev := range wr.Events {
-			switch string(ev.Kv.Key) {
-			case e.lay.leader:
+			switch k := string(ev.Kv.Key); {
+			case strings.HasPrefix(k, e.lay.leader):
 				if ev.Type == clientv3.EventTypePut && record.Key(ev.Kv.Value) == tkey {
 					return nil
 				}
-			case e.lay.transfer:
+			case k == e.lay.transfer:
 				gone = gone || ev.Type == clientv3.EventTypeDelete
 			}
 		}
@@ -232,8 +232,8 @@ watching:
 	defer lcancel()
 	resp, err := e.cli.Txn(lctx).
 		If(clientv3.Compare(clientv3.ModRevision(e.lay.transfer), "=", rev)).
-		Then(clientv3.OpDelete(e.lay.transfer), clientv3.OpGet(e.lay.leader)).
-		Else(clientv3.OpGet(e.lay.leader)).Commit()
+		Then(clientv3.OpDelete(e.lay.transfer), e.lay.leadersOp()).
+		Else(e.lay.leadersOp()).Commit()
 	if err == nil {
 		rs := resp.Responses
 		if kvs := rs[len(rs)-1].GetResponseRange().GetKvs(); len(kvs) > 0 && record.Key(kvs[0].Value) == tkey {
@@ -263,7 +263,7 @@ func (f *follower) claimHandoff() (*view, int64, time.Time, error) {
 		return nil, 0, time.Time{}, err
 	}
 	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", 0),
+		e.lay.noLeader(),
 		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
 		clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key),

@@ -22,7 +22,8 @@ type view struct {
 	// last: above came from the last window, up to the queue's end, so
 	// one key alone there heads the queue.
 	last     bool
-	leader   *mvccpb.KeyValue // the leader key, or nil
+	leader   *mvccpb.KeyValue // the leader key (the first leadership key), or nil
+	second   *mvccpb.KeyValue // the leadership key after it: the next in line's reservation, or nil
 	old      *mvccpb.KeyValue // a leased key of the previous layout, or nil
 	transfer *mvccpb.KeyValue // a pending hand-over's key, or nil
 }
@@ -40,7 +41,7 @@ func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []client
 	return []clientv3.Op{
 		clientv3.OpGet(c.key, opts()...),
 		e.lay.aboveOp(from, serializable),
-		clientv3.OpGet(e.lay.leader, opts()...),
+		e.lay.leadersOp(opts()...),
 		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1))...),
 		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1))...),
 		clientv3.OpGet(e.lay.transfer, opts()...),
@@ -54,7 +55,7 @@ func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpGet(c.key),
 		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(2)),
-		clientv3.OpGet(e.lay.leader),
+		e.lay.leadersOp(),
 		clientv3.OpGet(e.lay.transfer),
 	}
 }
@@ -70,6 +71,9 @@ func (e *Elector) nearView(rev int64, rs []*pb.ResponseOp, from string) *view {
 	v.above = rs[1].GetResponseRange().GetKvs()
 	if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		v.leader = kvs[0]
+		if len(kvs) > 1 {
+			v.second = kvs[1]
+		}
 	}
 	if kvs := rs[3].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		v.transfer = kvs[0]
@@ -87,6 +91,9 @@ func (e *Elector) parseView(rev int64, rs []*pb.ResponseOp, from string) *view {
 	}
 	if kvs := get(2); len(kvs) > 0 {
 		v.leader = kvs[0]
+		if len(kvs) > 1 {
+			v.second = kvs[1]
+		}
 	}
 	if kvs := get(5); len(kvs) > 0 {
 		v.transfer = kvs[0]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,11 +120,19 @@ type follower struct {
 	waitPoll    time.Duration
 	claimNext   bool
 	handoffNext bool
-	pmu         sync.Mutex // guards the park below
-	parked      bool       // no goroutine runs the candidacy: one of the wakers below starts one
-	parkGen     int        // counts the parks
-	pollDue     bool       // the parked wait's poll ran out
-	stopCtxWake func()     // forgets the wake on the candidacy's halt
+	// reserveNext: c heads the queue behind the leader, and reserves the
+	// leadership after it next (reserve), res once it has.
+	reserveNext bool
+	res         *reservation
+	leadNow     bool             // the wait saw every leadership key older than c's reservation go: c leads
+	resFailed   int64            // the leader's token when a reservation behind it failed: the next needs a read of every window above c
+	resLeader   *mvccpb.KeyValue // the leadership key c reserves after, when reserveNext
+	resAhead    *mvccpb.KeyValue // the leader's queue key, just above c's, when reserveNext (nil: none above)
+	pmu         sync.Mutex       // guards the park below
+	parked      bool             // no goroutine runs the candidacy: one of the wakers below starts one
+	parkGen     int              // counts the parks
+	pollDue     bool             // the parked wait's poll ran out
+	stopCtxWake func()           // forgets the wake on the candidacy's halt
 	pollTimer   *time.Timer
 }
 
@@ -208,12 +217,45 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				e.oust(c, err)
 				return 0, time.Time{}, false
 			}
+			if f.leadNow {
+				// Every leadership key older than c's reservation went
+				// (the leader released, or its lease expired): c leads,
+				// with no request after the event.
+				f.leadNow = false
+				sent, err := f.renewed()
+				if err != nil {
+					if f.failed("renewing the lease", err) {
+						return 0, time.Time{}, false
+					}
+					v, f.res = nil, nil // the read finds c's key first: c leads then
+					continue
+				}
+				return f.res.token, sent, false
+			}
+
 			f.claimNext = claim
 			if f.touched {
 				f.touched, f.claimNext, f.handoffNext = false, false, true
 			}
 			v, f.from = nil, after(c.key)
 			continue
+		}
+		if f.reserveNext {
+			f.reserveNext = false
+			nv, err := f.reserve(f.resLeader, f.resAhead)
+			if err != nil {
+				if f.failed("reserving the leadership", err) {
+					return 0, time.Time{}, false
+				}
+				v = nil
+				continue
+			}
+			if nv == nil {
+				f.watch(e.lay.leadEnd, f.res.token+1)
+				f.inWait, f.waitRev, f.waitPoll = true, f.res.token, 0
+				continue
+			}
+			v = nv
 		}
 		if claim, handoff := f.claimNext, f.handoffNext; claim || handoff {
 			try := f.claim
@@ -252,7 +294,16 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			e.oust(c, err)
 			return 0, time.Time{}, false
 		}
-		if l := v.leader; l != nil && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
+		f.res = nil
+		if l, r := v.leader, v.second; l != nil && l.Lease != 0 && f.ownLeadership(r) {
+			// c reserved the leadership after the leader's (reserve): it
+			// leads once the leader's key goes, which its watch sees.
+			f.res = &reservation{older: string(l.Key), token: r.CreateRevision}
+			f.watch(e.lay.leadEnd, v.rev+1)
+			f.inWait, f.waitRev, f.waitPoll = true, v.rev, 0
+			continue
+		}
+		if l := v.leader; l != nil && string(l.Key) == c.lkey && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
 			// The leader key is c's own: a claim (or a create that
 			// claimed) whose reply was lost. c leads.
 			sent, err := f.renewed()
@@ -281,6 +332,16 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			ahead, skip := string(v.above[0].Key), ""
 			end := after(ahead)
 			leads := v.leader != nil && record.Key(v.leader.Value) == ahead
+			if leads && len(v.above) == 1 && (v.last || f.resFailed != v.leader.CreateRevision) && f.mayReserve(v) {
+				// c heads the queue behind the leader (a read of the
+				// first window only says so unless a reservation behind
+				// this leader failed: its Compare checks the rest): it
+				// reserves the
+				// leadership after the leader's now, so that the
+				// leader's going makes it leader with no request.
+				f.reserveNext, f.resLeader, f.resAhead = true, v.leader, v.above[0]
+				continue
+			}
 			switch {
 			case leads && len(v.above) > 1 && v.above[1].Lease != 0:
 				// The key ahead is the leader's, with a waiter above it: a
@@ -291,7 +352,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				ahead, skip = string(v.above[1].Key), ahead
 				end = after(ahead)
 			case len(v.above) == 1 && v.last || leads:
-				ahead, end = "", after(e.lay.leader) // the key ahead heads the queue (or leads): its leader key too
+				ahead, end = "", e.lay.leadEnd // the key ahead heads the queue (or leads): its leader key too
 			}
 			f.watchSkipping(end, skip, v.rev+1)
 			f.w.ahead = nil
@@ -300,14 +361,19 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			}
 		case v.old != nil:
 			f.warn(v.old, "a candidate key of the previous key layout may lead this election; waiting until it is gone")
-			f.watch(after(e.lay.leader), v.rev+1)
+			f.watch(e.lay.leadEnd, v.rev+1)
 			poll = oldLayoutPoll
 		case v.leader != nil && v.leader.Lease == 0:
 			f.deleteUnleasedLeader(v.leader)
 			v = nil
 			continue
+		case v.leader != nil && f.mayReserve(v):
+			// Nothing queued above c, the leader's key among them
+			// (c sorts ahead of it): c is next, and reserves.
+			f.reserveNext, f.resLeader, f.resAhead = true, v.leader, nil
+			continue
 		case v.leader != nil:
-			f.watch(after(e.lay.leader), v.rev+1)
+			f.watch(e.lay.leadEnd, v.rev+1)
 		case v.transfer != nil && v.transfer.Lease == 0:
 			f.deleteUnleased(e.lay.transfer, v.transfer, "a hand-over key")
 			v = nil
@@ -385,6 +451,19 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					continue
 				}
 				last = max(last, kv.ModRevision)
+				if f.res != nil && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
+					switch k := string(kv.Key); {
+					case k == f.res.older && ev.Type == clientv3.EventTypeDelete:
+						f.leadNow = true // unless c's own reservation goes too (a hand-over)
+						continue
+					case k == f.res.older && kv.CreateRevision != kv.ModRevision && kv.Lease != 0:
+						continue // the leader's Proclaim
+					case k == f.c.lkey || k == f.res.older:
+						f.res, f.leadNow = nil, false // changed by another hand: read again
+					}
+					changed = true
+					continue
+				}
 				if string(kv.Key) == f.c.key {
 					if err := f.e.ownEvent(f.c, ev); err != nil {
 						return false, err, false
@@ -395,8 +474,11 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 				if string(kv.Key) == f.w.skip {
 					continue
 				}
-				if ev.Type == clientv3.EventTypePut && kv.CreateRevision != kv.ModRevision && kv.Lease != 0 {
-					continue // a key put again under its lease: the order is the same
+				if ev.Type == clientv3.EventTypePut && kv.CreateRevision != kv.ModRevision && kv.Lease != 0 && (f.w.ahead == nil || string(kv.Key) != slices.Min(f.w.ahead)) {
+					// A key put again under its lease: the order is the
+					// same. But the key just ahead, touched by a release,
+					// leads now: c is next in line, and reserves.
+					continue
 				}
 				if f.w.stillAhead(f.e.lay, ev) {
 					continue
@@ -406,6 +488,9 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					f.floor = max(f.floor, kv.ModRevision)
 					deleted = true
 				}
+			}
+			if f.leadNow {
+				return false, nil, false
 			}
 			if changed {
 				return deleted, nil, false
@@ -529,7 +614,7 @@ func (f *follower) narrow(rev int64) {
 // never writes one, it never expires, and it would block the election for
 // good.
 func (f *follower) deleteUnleasedLeader(kv *mvccpb.KeyValue) {
-	f.deleteUnleased(f.e.lay.leader, kv, "a leader key")
+	f.deleteUnleased(string(kv.Key), kv, "a leader key")
 }
 
 // deleteUnleased deletes key, read as kv, which has no lease (see

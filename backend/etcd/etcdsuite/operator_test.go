@@ -56,15 +56,15 @@ type leaderKeys struct {
 // leaderOf reads the leader key of the election name.
 func leaderOf(t *testing.T, cli *clientv3.Client, name string) leaderKeys {
 	t.Helper()
-	resp, err := cli.Get(ctxT(t), name+"/_l")
+	resp, err := cli.Get(ctxT(t), name+"/_l/", clientv3.WithPrefix(), clientv3.WithLimit(1))
 	if err != nil || len(resp.Kvs) == 0 {
-		t.Fatalf("reading %s/_l: %v (%d keys)", name, err, len(resp.Kvs))
+		t.Fatalf("reading %s/_l/: %v (%d keys)", name, err, len(resp.Kvs))
 	}
 	var rec struct{ Key string }
 	if err := json.Unmarshal(resp.Kvs[0].Value, &rec); err != nil {
 		t.Fatal(err)
 	}
-	return leaderKeys{leader: name + "/_l", queue: rec.Key, lease: resp.Kvs[0].Lease}
+	return leaderKeys{leader: string(resp.Kvs[0].Key), queue: rec.Key, lease: resp.Kvs[0].Lease}
 }
 
 // campaignWatching campaigns with e and reports, together with the

@@ -149,12 +149,12 @@ func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID strin
 // keyOf returns the election's leader key if its record names id, the
 // queue key it names, their lease and the leader key's value.
 func (s *etcdStore) keyOf(ctx context.Context, id string) (key, queued string, lease clientv3.LeaseID, value []byte, err error) {
-	key = etcdElection + "/_l"
-	resp, err := s.cli.Get(ctx, key)
+	resp, err := s.cli.Get(ctx, etcdElection+"/_l/", clientv3.WithPrefix(), clientv3.WithLimit(1))
 	if err != nil {
 		return "", "", 0, nil, err
 	}
 	for _, kv := range resp.Kvs {
+		key = string(kv.Key)
 		var rec struct {
 			ID  string `json:"id"`
 			Key string `json:"key"`
@@ -163,7 +163,7 @@ func (s *etcdStore) keyOf(ctx context.Context, id string) (key, queued string, l
 			return key, rec.Key, clientv3.LeaseID(kv.Lease), kv.Value, nil
 		}
 	}
-	return "", "", 0, nil, fmt.Errorf("the leader key %s is not %s's", key, id)
+	return "", "", 0, nil, fmt.Errorf("the leader key under %s/_l/ is not %s's", etcdElection, id)
 }
 
 // ZooKeeper's operator actions.
