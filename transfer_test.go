@@ -53,8 +53,8 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// A nil ctx or a nil Elector is refused with an error naming it, never a
-// panic.
+// A nil ctx or a nil Elector (untyped, or a nil pointer of a backend's
+// type) is refused with an error naming it, never a panic.
 func TestNilArguments(t *testing.T) {
 	var nilCtx context.Context // a variable: a literal nil ctx is what vet tools flag
 	ctx := context.Background()
@@ -71,10 +71,15 @@ func TestNilArguments(t *testing.T) {
 		{"Candidates(nil Elector)", "Elector", func() error { _, err := election.Candidates(ctx, nil); return err }},
 		{"RequestTransfer(nil ctx)", "ctx", func() error { _, err := election.RequestTransfer(nilCtx, plain{}, ""); return err }},
 		{"RequestTransfer(nil Elector)", "Elector", func() error { _, err := election.RequestTransfer(ctx, nil, ""); return err }},
+		// A nil pointer of a backend's type: an Elector whose New failed.
+		{"Run(nil *plain)", "Elector", func() error { return election.Run(ctx, (*plain)(nil), election.Callbacks{}) }},
+		{"Transfer(nil *plain)", "Elector", func() error { return election.Transfer(ctx, (*plain)(nil), term, "", election.KeepLeading) }},
+		{"Candidates(nil *plain)", "Elector", func() error { _, err := election.Candidates(ctx, (*plain)(nil)); return err }},
+		{"RequestTransfer(nil *plain)", "Elector", func() error { _, err := election.RequestTransfer(ctx, (*plain)(nil), ""); return err }},
 	} {
 		err := c.call()
 		var oe *election.OptionError
-		if !errors.Is(err, election.ErrInvalidOption) || !errors.As(err, &oe) || oe.Field != c.field || oe.Value != "nil" {
+		if !errors.Is(err, election.ErrInvalidOption) || !errors.As(err, &oe) || oe.Field != c.field || !strings.Contains(oe.Value, "nil") {
 			t.Errorf("%s = %v, want an *OptionError for %s = nil", c.name, err, c.field)
 		}
 	}
