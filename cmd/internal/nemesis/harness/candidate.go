@@ -657,26 +657,9 @@ func runOnSession(ctx context.Context, s *etcd.Session, cfg CandidateConfig, c *
 	if err != nil {
 		return err
 	}
-	all := []election.Elector{e}
-	for _, name := range sideNames(cfg) {
-		side, err := etcd.NewWithSession(s, name, election.WithID(cfg.ID))
-		if err != nil {
-			return errors.Join(err, closeAll(all, CloseBound(cfg.TTL)))
-		}
-		all = append(all, side)
-	}
-	wait := runSides(sctx, all[1:], cfg.Log)
-	cb := c.callbacks()
-	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
-	err = election.Run(sctx, e, cb)
-	cancel()
-	wait()
-	cerr := closeAll(all, CloseBound(cfg.TTL))
-	c.unpaired()
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return errors.Join(err, cerr)
+	return campaignWithSides(sctx, cfg, c, cfg.TTL, e, func(name string) (election.Elector, error) {
+		return etcd.NewWithSession(s, name, election.WithID(cfg.ID))
+	})
 }
 
 // runZKShared campaigns (election.Run) with candidates of the side
@@ -702,18 +685,31 @@ func runZKShared(ctx context.Context, cfg CandidateConfig, c *candidate, opts []
 	if err != nil {
 		return err
 	}
+	return campaignWithSides(ctx, cfg, c, ttl, e, func(name string) (election.Elector, error) {
+		return zk.New(conn, name, election.WithID(cfg.ID), election.WithTTL(ttl))
+	})
+}
+
+// campaignWithSides campaigns with e (election.Run) and, at once, with a
+// candidate of each side election that newSide makes, as a sharded
+// service's process starts its shards, until ctx ends or Run returns; then
+// it closes them all, each within CloseBound(ttl).
+func campaignWithSides(ctx context.Context, cfg CandidateConfig, c *candidate, ttl time.Duration, e election.Elector, newSide func(name string) (election.Elector, error)) error {
 	all := []election.Elector{e}
 	for _, name := range sideNames(cfg) {
-		side, err := zk.New(conn, name, election.WithID(cfg.ID), election.WithTTL(ttl))
+		side, err := newSide(name)
 		if err != nil {
 			return errors.Join(err, closeAll(all, CloseBound(ttl)))
 		}
 		all = append(all, side)
 	}
-	wait := runSides(ctx, all[1:], cfg.Log)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wait := runSides(sctx, all[1:], cfg.Log)
 	cb := c.callbacks()
 	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
-	err = election.Run(ctx, e, cb)
+	err := election.Run(sctx, e, cb)
+	cancel()
 	wait()
 	cerr := closeAll(all, CloseBound(ttl))
 	c.unpaired()
@@ -748,25 +744,9 @@ func runPGShared(ctx context.Context, pool *pgxpool.Pool, cfg CandidateConfig, c
 	if err != nil {
 		return err
 	}
-	all := []election.Elector{e}
-	for _, name := range sideNames(cfg) {
-		side, err := postgres.New(pool, name, election.WithID(cfg.ID), election.WithTTL(cfg.TTL))
-		if err != nil {
-			return errors.Join(err, closeAll(all, CloseBound(cfg.TTL)))
-		}
-		all = append(all, side)
-	}
-	wait := runSides(ctx, all[1:], cfg.Log)
-	cb := c.callbacks()
-	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
-	err = election.Run(ctx, e, cb)
-	wait()
-	cerr := closeAll(all, CloseBound(cfg.TTL))
-	c.unpaired()
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return errors.Join(err, cerr)
+	return campaignWithSides(ctx, cfg, c, cfg.TTL, e, func(name string) (election.Elector, error) {
+		return postgres.New(pool, name, election.WithID(cfg.ID), election.WithTTL(cfg.TTL))
+	})
 }
 
 // runKubeShared campaigns (election.Run) with candidates of the side
@@ -776,23 +756,7 @@ func runKubeShared(ctx context.Context, cs *kubernetes.Clientset, cfg CandidateC
 	if err != nil {
 		return err
 	}
-	all := []election.Elector{e}
-	for _, name := range sideNames(cfg) {
-		side, err := kube.New(cs.CoordinationV1(), KubeNamespace, KubeLease(name), election.WithID(cfg.ID), election.WithTTL(cfg.TTL))
-		if err != nil {
-			return errors.Join(err, closeAll(all, CloseBound(cfg.TTL)))
-		}
-		all = append(all, side)
-	}
-	wait := runSides(ctx, all[1:], cfg.Log)
-	cb := c.callbacks()
-	cb.OnError = func(err error) { fmt.Fprintf(cfg.Log, "campaign: %v\n", err) }
-	err = election.Run(ctx, e, cb)
-	wait()
-	cerr := closeAll(all, CloseBound(cfg.TTL))
-	c.unpaired()
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return errors.Join(err, cerr)
+	return campaignWithSides(ctx, cfg, c, cfg.TTL, e, func(name string) (election.Elector, error) {
+		return kube.New(cs.CoordinationV1(), KubeNamespace, KubeLease(name), election.WithID(cfg.ID), election.WithTTL(cfg.TTL))
+	})
 }
