@@ -108,6 +108,13 @@ type follower struct {
 	// touched: c's own key was put again with its value and lease kept —
 	// a leader handing over to c touches it so that c's watch wakes it.
 	touched bool
+	// handedAt: the revision of a hand-over to c (handOver), which put
+	// c's queue key with a record naming c's leadership key, created in
+	// the same transaction. confirm: c leads with a leadership key made
+	// for it (or found its own), and touches it once its Term has begun
+	// (confirmHandover).
+	handedAt int64
+	confirm  bool
 	// retry: the pauses before trying again after a failed request or a
 	// broken watch (made at the first); reset once a request or watch
 	// works.
@@ -166,6 +173,10 @@ func (f *follower) run(v *view, token int64, sent time.Time) {
 		}
 	}
 	if f.elect(token, sent) {
+		if f.confirm {
+			f.confirm = false
+			f.confirmHandover(token)
+		}
 		f.guard(token)
 	}
 	f.exit()
@@ -232,10 +243,34 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				}
 				return f.res.token, sent, false
 			}
+			if at := f.handedAt; at != 0 {
+				// A hand-over made c leader (handOver): with no request
+				// after its event. c confirms it once its Term has
+				// begun (confirmHandover), which also checks the key.
+				f.handedAt, f.touched = 0, false
+				sent, err := f.renewed()
+				if err != nil {
+					if f.failed("renewing the lease", err) {
+						return 0, time.Time{}, false
+					}
+					v = nil // the read finds c's key first: c leads then
+					continue
+				}
+				e.mu.Lock()
+				c.lkey = e.lay.leaderKey(c.seq, c.key)
+				e.mu.Unlock()
+				f.confirm = true
+				return at, sent, false
+			}
 
 			f.claimNext = claim
 			if f.touched {
-				f.touched, f.claimNext, f.handoffNext = false, false, true
+				// Touched without a hand-over's record: an earlier
+				// version of this package handed over through a
+				// hand-over key naming c, which the read finds and c
+				// claims (or c's leadership key, should a hand-over's
+				// put have been missed).
+				f.touched, f.claimNext = false, false
 			}
 			v, f.from = nil, after(c.key)
 			continue
@@ -303,9 +338,10 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			f.inWait, f.waitRev, f.waitPoll = true, v.rev, 0
 			continue
 		}
-		if l := v.leader; l != nil && string(l.Key) == c.lkey && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
-			// The leader key is c's own: a claim (or a create that
-			// claimed) whose reply was lost. c leads.
+		if l := v.leader; l != nil && (string(l.Key) == c.lkey || string(l.Key) == e.lay.leaderKey(c.seq, c.key)) && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
+			// The leader key is c's own: a hand-over to c (handOver
+			// created it), or a claim (or a create that claimed) whose
+			// reply was lost. c leads, and confirms it (confirmHandover).
 			sent, err := f.renewed()
 			if err != nil {
 				if f.failed("renewing the lease", err) {
@@ -313,6 +349,10 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				}
 				continue
 			}
+			e.mu.Lock()
+			c.lkey = string(l.Key) // a hand-over names it by c's arrival, even after c reserved
+			e.mu.Unlock()
+			f.confirm = true
 			return l.CreateRevision, sent, false
 		}
 		if t := v.transfer; t != nil && t.Lease == int64(c.s.lease) && string(t.Value) == c.key && v.leader == nil {
@@ -469,6 +509,12 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 						return false, err, false
 					}
 					f.touched, changed = true, true // a hand-over to c, most likely
+					if ev.Type == clientv3.EventTypePut && record.Key(kv.Value) == f.e.lay.leaderKey(f.c.seq, f.c.key) {
+						// The leader handed over to c: the same
+						// transaction created c's leadership key,
+						// whose create revision is this event's.
+						f.handedAt = kv.ModRevision
+					}
 					continue
 				}
 				if string(kv.Key) == f.w.skip {
@@ -489,7 +535,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					deleted = true
 				}
 			}
-			if f.leadNow {
+			if f.leadNow || f.handedAt != 0 {
 				return false, nil, false
 			}
 			if changed {
