@@ -320,7 +320,11 @@
 // leadership key once its Term has begun (a put that keeps its value and
 // lease, only while the key is still the one it leads with; should it
 // fail, the Term ends with the key's deletion); Transfer waits for that
-// touch.
+// touch. The touch also checks the key: a queue record naming a
+// leadership key that no hand-over created (another client's put) lets
+// its candidate report a Term only until that request's reply, which
+// ends it with ErrSessionLost; its fenced writes are refused meanwhile,
+// since the Fence compares the leadership key itself.
 // A target that leaves before it leads deletes the key with its queue
 // key (its release; its lease's end does too); one that has not touched
 // it within one lease window — another program's key, a process that is

@@ -302,17 +302,31 @@ watching:
 // confirmHandover touches c's leadership key, created for c by a
 // hand-over, once c's Term has begun: the leader that handed over waits
 // for it (awaitTakeover). The touch keeps the key's value and lease, and
-// only while the key is the one c leads with; should it fail, the
-// hand-over lapses, the key is deleted, and the guard's watch ends the
-// Term.
-func (f *follower) confirmHandover(token int64) {
+// is made only while the key is the one c leads with at token: if it is
+// not (a queue record naming a key that was never created at token — not
+// this package's write — or one deleted since), c's Term ends at once,
+// and confirmHandover reports false. A request that fails is logged: the
+// hand-over then lapses, the key is deleted, and the guard's watch ends
+// the Term.
+func (f *follower) confirmHandover(token int64) bool {
 	e, c := f.e, f.c
-	_, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(c.lkey), "=", token), clientv3.Compare(clientv3.LeaseValue(c.lkey), "=", c.s.lease)).
-		Then(clientv3.OpPut(c.lkey, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())))
-	if err != nil && c.ctx.Err() == nil {
-		e.log.Warn("etcd election: confirming a hand-over failed; the Term ends should the hand-over lapse", "key", c.lkey, "token", token, "err", err)
+	e.mu.Lock()
+	lkey := c.lkey
+	e.mu.Unlock()
+	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(lkey), "=", token), clientv3.Compare(clientv3.LeaseValue(lkey), "=", c.s.lease)).
+		Then(clientv3.OpPut(lkey, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())))
+	switch {
+	case err != nil:
+		if c.ctx.Err() == nil {
+			e.log.Warn("etcd election: confirming a hand-over failed; the Term ends should the hand-over lapse", "key", lkey, "token", token, "err", err)
+		}
+	case !resp.Succeeded:
+		e.oust(c, fmt.Errorf("%w: leader key %s is not the one created at token %d under lease %016x: deleted since, or never created by a hand-over",
+			election.ErrSessionLost, lkey, token, uint64(c.s.lease)))
+		return false
 	}
+	return true
 }
 
 // claimHandoff creates the leader key for c as the target of a pending

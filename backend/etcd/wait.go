@@ -173,11 +173,10 @@ func (f *follower) run(v *view, token int64, sent time.Time) {
 		}
 	}
 	if f.elect(token, sent) {
-		if f.confirm {
-			f.confirm = false
-			f.confirmHandover(token)
+		if !f.confirm || f.confirmHandover(token) {
+			f.guard(token)
 		}
-		f.guard(token)
+		f.confirm = false
 	}
 	f.exit()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -307,4 +308,72 @@ func TestTransferTargetSendsNothing(t *testing.T) {
 		waitQueue(t, admin, name, 3)
 		leader, order, cur = r.t, []string{head, cur}, to
 	}
+}
+
+// TestForgedHandoverRecord: another client puts a waiting candidate's queue
+// key again with a record that names its leadership key, as a hand-over
+// does, but creates no such key. The candidate's confirmation finds no key
+// at its token and ends the Term at once (ErrSessionLost); its fenced
+// write is refused meanwhile; the real leader leads on, undisturbed.
+func TestForgedHandoverRecord(t *testing.T) {
+	eps := startEtcd(t)
+	cli, admin := newClient(t, eps), newClient(t, eps)
+	const name = "/transfer/forged"
+	a := newElector(t, cli, name, "a")
+	ta := await(t, campaignAsync(ctxT(t), a))
+	if ta.err != nil {
+		t.Fatal(ta.err)
+	}
+	b := newElector(t, cli, name, "b")
+	rb := campaignAsync(ctxT(t), b)
+	qs := waitQueue(t, admin, name, 2)
+	settle(t, []*etcd.Elector{b})
+	bkey := qs[1]
+	if bkey == qs[0] || !strings.HasPrefix(bkey, name+"/_c/") {
+		t.Fatalf("queue %q", qs)
+	}
+	// The name a hand-over gives b's leadership key: its arrival's.
+	s := bkey[len(name+"/_c/"):]
+	lkey := name + "/_l/" + fmt.Sprintf("%016x", ^mustHex(t, s[16:32])) + s[32:]
+	o, _ := election.NewOptions(election.WithID("b"))
+	if _, err := admin.Put(ctxT(t), bkey, string(record.EncodeLeader(o, nil, lkey)), clientv3.WithIgnoreLease()); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb)
+	if r.err != nil && !errors.Is(r.err, election.ErrSessionLost) {
+		t.Fatalf("b's Campaign = %v, want a Term that ends, or ErrSessionLost", r.err)
+	}
+	if r.err == nil {
+		t.Logf("b led at %d on the forged record", r.t.Token())
+		select {
+		case <-r.t.Done():
+		case <-time.After(patience):
+			t.Fatalf("b's Term on a forged hand-over record did not end: %v", r.t)
+		}
+		if err := r.t.Err(); !errors.Is(err, election.ErrSessionLost) {
+			t.Errorf("b's Term ended with %v, want ErrSessionLost", err)
+		}
+		cmp, err := b.Fence(r.t)
+		if err == nil {
+			resp, err := admin.Txn(ctxT(t)).If(cmp).Then(clientv3.OpPut(name+"-data", "b")).Commit()
+			if err != nil || resp.Succeeded {
+				t.Errorf("b's fenced write after a forged hand-over record: succeeded %v, %v", resp != nil && resp.Succeeded, err)
+			}
+		}
+	}
+	if err := ta.t.Err(); err != nil {
+		t.Errorf("the leader's Term ended: %v", err)
+	}
+	if ld, err := a.Leader(ctxT(t)); err != nil || ld.ID != "a" || ld.Token != ta.t.Token() {
+		t.Errorf("Leader = %v, %v; want a at %d", ld, err, ta.t.Token())
+	}
+}
+
+func mustHex(t *testing.T, s string) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
