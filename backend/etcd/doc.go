@@ -313,26 +313,24 @@
 // lease, with its record naming that leadership key: the event of that
 // put, on the target's own watch, tells the target it leads, with no
 // request after it (the leader's one write is the hand-over's last). A
-// target that
-// had reserved after the leader leads on the deletion of the leader's
-// key, as after a release. The head of the queue, whose reservation went,
-// reads and reserves behind the new leader. The new leader touches its
-// leadership key once its Term has begun (a put that keeps its value and
-// lease, only while the key is still the one it leads with; should it
-// fail, the Term ends with the key's deletion); Transfer waits for that
-// touch. The touch also checks the key: a queue record naming a
-// leadership key that no hand-over created (another client's put) lets
-// its candidate report a Term only until that request's reply, which
-// ends it with ErrSessionLost; its fenced writes are refused meanwhile,
-// since the Fence compares the leadership key itself.
-// A target that leaves before it leads deletes the key with its queue
-// key (its release; its lease's end does too); one that has not touched
-// it within one lease window — another program's key, a process that is
-// gone — has it deleted by Transfer (only if still untouched), and the
-// normal order resumes (ErrTransferFailed). Earlier versions of this package handed
-// over through a hand-over key N/_t naming the target, which only the
-// target could claim; candidates still honour one: a head of the queue
-// that finds N/_t naming a queue key that is gone, or N/_t
+// target that had reserved after the leader leads on the deletion of the
+// leader's key, as after a release. Transfer returns once the transaction
+// has committed: the target leads from then on, as the store says. The
+// head of the queue, whose reservation went, reads and reserves behind the
+// new leader. The new leader reads its key once its Term has begun (a
+// transaction of Compares alone): a queue record naming a leadership key
+// that no hand-over created (another client's put) lets its candidate
+// report a Term only until that read's reply, which ends it with
+// ErrSessionLost; its fenced writes are refused meanwhile, since the Fence
+// compares the leadership key itself (a candidate that reserved ignores
+// such a record: no hand-over names one). A hand-over to a candidate that
+// never acts on it (another program's key) holds the election until that
+// candidate's lease ends or its keys are deleted; a candidate that leaves
+// before it acts deletes the key with its queue key (its release deletes
+// the key a hand-over names it by). Earlier versions of this package
+// handed over through a hand-over key N/_t naming the target, which only
+// the target could claim; candidates still honour one: a head of the
+// queue that finds N/_t naming a queue key that is gone, or N/_t
 // without a lease, deletes it. Candidates lists the waiting candidates
 // with one read of the whole queue.
 //

@@ -52,9 +52,8 @@ import (
 // it, so that the target finds it its own, and its release deletes it),
 // and puts the target's queue key again under its lease, with its record
 // naming that leadership key (a queue record's "key"): the event of that
-// put on the target's watch tells it that it leads. The target touches
-// its leadership key once it leads; the leader deletes one still
-// untouched after one lease window.
+// put on the target's watch tells it that it leads. The target reads its
+// key once its Term has begun, and ends the Term if it is not there.
 //
 // N/_t was the hand-over of earlier versions of this package: the leader
 // deleted the leadership keys and put N/_t, naming the target's queue

@@ -122,8 +122,7 @@ func (e *Elector) leading(t *election.Term) (*candidacy, error) {
 
 // Transfer hands t's leadership on (see election.Transfer). It reads the
 // queue to find the target (one read of the whole queue), then hands over
-// in one transaction (handOver), and waits until the target has taken the
-// leadership it was given.
+// in one transaction (handOver), after which the target leads.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return err
@@ -156,7 +155,9 @@ func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fal
 // event of that put on the target's own watch tells the target it leads,
 // with no request after it. A target that had reserved the leadership
 // after c's leads on the deletion of c's key alone, as after a release.
-// Then it waits until the target has taken the leadership (awaitTakeover).
+// The target leads once the transaction has committed; it is not
+// withdrawn (the target may lead already: only its lease's end or its
+// release take the key).
 func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.KeyValue, id string, cause error) error {
 	e.mu.Lock()
 	if e.cand != c {
@@ -231,95 +232,44 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 		if resp.Succeeded {
 			break
 		}
+		// c's view of the reservation was behind, if c's key is still
+		// the first and the one after it is not the one c knew of: try
+		// again with what the Else read.
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
-		if try == 2 || len(kvs) == 0 || kvs[0].CreateRevision != token || len(kvs) < 2 || string(kvs[1].Key) == next.lkey {
+		seen := nextUp{}
+		if len(kvs) > 1 {
+			seen = nextUp{key: record.Key(kvs[1].Value), lease: kvs[1].Lease, lkey: string(kvs[1].Key)}
+		}
+		if try == 2 || len(kvs) == 0 || kvs[0].CreateRevision != token || seen.lkey == next.lkey {
 			return failed(fmt.Errorf("%s left, or the leadership was lost, just before the hand-over; the next leader comes from the normal order", id))
 		}
-		r := kvs[1] // a reservation c had not seen yet
-		next = nextUp{key: record.Key(r.Value), lease: r.Lease, lkey: string(r.Key)}
+		next = seen
 	}
 	e.mu.Lock()
 	c.keyGone = true // a private lease, emptied, is revoked later (release)
 	e.mu.Unlock()
-	if handed == "" {
-		return nil
-	}
-	return e.awaitTakeover(ctx, handed, id, resp.Header.Revision)
+	return nil
 }
 
-// awaitTakeover watches the leadership key lkey, created for a hand-over
-// at rev, until its candidate takes it — it touches the key once its Term
-// has begun (confirmHandover) — or the key goes (its candidate left or
-// its lease ended), or one lease window or ctx ends: then the key is
-// deleted if still untouched, and the normal order resumes. So a
-// hand-over to a candidate that never acts on it (another program's key,
-// a process that is gone) holds the election no longer than a window.
-func (e *Elector) awaitTakeover(ctx context.Context, lkey, id string, rev int64) error {
-	bound := e.o.Window()
-	wctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	stop := context.AfterFunc(e.bg, cancel)
-	defer stop()
-	ch := e.cli.Watch(clientv3.WithRequireLeader(wctx), lkey, clientv3.WithRev(rev+1))
-	why := fmt.Errorf("%w: %s did not lead within %v; the hand-over lapsed and the next leader comes from the normal order", election.ErrTransferFailed, id, bound)
-watching:
-	for wr := range ch {
-		if wr.Err() != nil || wr.Canceled {
-			break
-		}
-		for _, ev := range wr.Events {
-			if ev.Type == clientv3.EventTypePut && ev.Kv.CreateRevision == rev {
-				return nil
-			}
-			why = fmt.Errorf("%w: %s left before it led; the next leader comes from the normal order", election.ErrTransferFailed, id)
-			break watching
-		}
-	}
-	// Withdraw the hand-over if it is still untouched, then look once
-	// more: the target may have taken it just now.
-	lctx, lcancel := context.WithTimeout(e.bg, e.o.Window())
-	defer lcancel()
-	resp, err := e.cli.Txn(lctx).
-		If(clientv3.Compare(clientv3.ModRevision(lkey), "=", rev)).
-		Then(clientv3.OpDelete(lkey)).
-		Else(clientv3.OpGet(lkey)).Commit()
-	if err == nil && !resp.Succeeded {
-		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 && kvs[0].CreateRevision == rev {
-			return nil
-		}
-	} else if err != nil {
-		e.log.Warn("etcd election: withdrawing a lapsed hand-over failed; it goes with its target's lease or candidacy", "key", lkey, "err", err)
-	}
-	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case e.bg.Err() != nil:
-		return election.ErrClosed
-	}
-	return why
-}
-
-// confirmHandover touches c's leadership key, created for c by a
-// hand-over, once c's Term has begun: the leader that handed over waits
-// for it (awaitTakeover). The touch keeps the key's value and lease, and
-// is made only while the key is the one c leads with at token: if it is
-// not (a queue record naming a key that was never created at token — not
-// this package's write — or one deleted since), c's Term ends at once,
-// and confirmHandover reports false. A request that fails is logged: the
-// hand-over then lapses, the key is deleted, and the guard's watch ends
-// the Term.
-func (f *follower) confirmHandover(token int64) bool {
+// checkHandover reads whether c's leadership key, made for c by a
+// hand-over (or found its own by a read), is the one c leads with at
+// token, once c's Term has begun: a read-only transaction of two Compares.
+// If it is not — a queue record naming a key that was never created at
+// token, which no hand-over of this package writes, or a key deleted
+// since — c's Term ends at once, and checkHandover reports false. A read
+// that fails is logged; the guard's watch, from token on, follows the key
+// either way.
+func (f *follower) checkHandover(token int64) bool {
 	e, c := f.e, f.c
 	e.mu.Lock()
 	lkey := c.lkey
 	e.mu.Unlock()
 	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(lkey), "=", token), clientv3.Compare(clientv3.LeaseValue(lkey), "=", c.s.lease)).
-		Then(clientv3.OpPut(lkey, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())))
+		If(clientv3.Compare(clientv3.CreateRevision(lkey), "=", token), clientv3.Compare(clientv3.LeaseValue(lkey), "=", c.s.lease)))
 	switch {
 	case err != nil:
 		if c.ctx.Err() == nil {
-			e.log.Warn("etcd election: confirming a hand-over failed; the Term ends should the hand-over lapse", "key", lkey, "token", token, "err", err)
+			e.log.Warn("etcd election: checking the leadership key of a hand-over failed; its watch follows it", "key", lkey, "token", token, "err", err)
 		}
 	case !resp.Succeeded:
 		e.oust(c, fmt.Errorf("%w: leader key %s is not the one created at token %d under lease %016x: deleted since, or never created by a hand-over",

@@ -105,14 +105,15 @@ type follower struct {
 	from   string          // where the read of the queue above c begins: past keys without a lease
 	floor  int64           // the revision of a deletion the next read must have seen
 	warned map[string]bool // made at the first warning
-	// touched: c's own key was put again with its value and lease kept —
-	// a leader handing over to c touches it so that c's watch wakes it.
+	// touched: c's own key was put again by another hand, its lease kept —
+	// a hand-over to c (of an earlier version of this package, or one
+	// whose record c did not take: see handedAt).
 	touched bool
 	// handedAt: the revision of a hand-over to c (handOver), which put
 	// c's queue key with a record naming c's leadership key, created in
 	// the same transaction. confirm: c leads with a leadership key made
-	// for it (or found its own), and touches it once its Term has begun
-	// (confirmHandover).
+	// for it (or found its own), and reads it once its Term has begun
+	// (checkHandover).
 	handedAt int64
 	confirm  bool
 	// retry: the pauses before trying again after a failed request or a
@@ -173,7 +174,7 @@ func (f *follower) run(v *view, token int64, sent time.Time) {
 		}
 	}
 	if f.elect(token, sent) {
-		if !f.confirm || f.confirmHandover(token) {
+		if !f.confirm || f.checkHandover(token) {
 			f.guard(token)
 		}
 		f.confirm = false
@@ -231,7 +232,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				// Every leadership key older than c's reservation went
 				// (the leader released, or its lease expired): c leads,
 				// with no request after the event.
-				f.leadNow = false
+				f.leadNow, f.handedAt = false, 0
 				sent, err := f.renewed()
 				if err != nil {
 					if f.failed("renewing the lease", err) {
@@ -244,9 +245,12 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			}
 			if at := f.handedAt; at != 0 {
 				// A hand-over made c leader (handOver): with no request
-				// after its event. c confirms it once its Term has
-				// begun (confirmHandover), which also checks the key.
+				// after its event. c reads the key once its Term has
+				// begun (checkHandover).
 				f.handedAt, f.touched = 0, false
+				e.mu.Lock()
+				c.lkey = e.lay.leaderKey(c.seq, c.key) // its release deletes it from now on
+				e.mu.Unlock()
 				sent, err := f.renewed()
 				if err != nil {
 					if f.failed("renewing the lease", err) {
@@ -255,9 +259,6 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 					v = nil // the read finds c's key first: c leads then
 					continue
 				}
-				e.mu.Lock()
-				c.lkey = e.lay.leaderKey(c.seq, c.key)
-				e.mu.Unlock()
 				f.confirm = true
 				return at, sent, false
 			}
@@ -477,7 +478,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 			return false, nil, false
 		}
 		resps, werr := f.w.mw.take()
-		changed := false
+		changed, made := false, false
 		for _, wr := range resps {
 			if wr.Created {
 				f.w.created = true
@@ -490,6 +491,9 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					continue
 				}
 				last = max(last, kv.ModRevision)
+				if ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
+					made = true // someone leads, or reserved: a read, not a claim, tells c what to do
+				}
 				if f.res != nil && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
 					switch k := string(kv.Key); {
 					case k == f.res.older && ev.Type == clientv3.EventTypeDelete:
@@ -508,10 +512,13 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 						return false, err, false
 					}
 					f.touched, changed = true, true // a hand-over to c, most likely
-					if ev.Type == clientv3.EventTypePut && record.Key(kv.Value) == f.e.lay.leaderKey(f.c.seq, f.c.key) {
+					if ev.Type == clientv3.EventTypePut && f.res == nil && record.Key(kv.Value) == f.e.lay.leaderKey(f.c.seq, f.c.key) {
 						// The leader handed over to c: the same
 						// transaction created c's leadership key,
-						// whose create revision is this event's.
+						// whose create revision is this event's. (A
+						// hand-over to a candidate that reserved
+						// names no key: it leads on the deletion of
+						// the leader's.)
 						f.handedAt = kv.ModRevision
 					}
 					continue
@@ -538,7 +545,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 				return false, nil, false
 			}
 			if changed {
-				return deleted, nil, false
+				return deleted && !made, nil, false
 			}
 			if w := f.w; werr == nil {
 				if f.narrow(last); f.w != w {
