@@ -318,7 +318,7 @@
 // has committed: the target leads from then on, as the store says. The
 // head of the queue, whose reservation went, reads and reserves behind the
 // new leader. The new leader reads its key once its Term has begun (a
-// transaction of Compares alone): a queue record naming a leadership key
+// read-only transaction): a queue record naming a leadership key
 // that no hand-over created (another client's put) lets its candidate
 // report a Term only until that read's reply, which ends it with
 // ErrSessionLost; its fenced writes are refused meanwhile, since the Fence

@@ -253,7 +253,8 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 
 // checkHandover reads whether c's leadership key, made for c by a
 // hand-over (or found its own by a read), is the one c leads with at
-// token, once c's Term has begun: a read-only transaction of two Compares.
+// token, once c's Term has begun: a read-only transaction of two Compares
+// (and a count, to make it linearizable).
 // If it is not — a queue record naming a key that was never created at
 // token, which no hand-over of this package writes, or a key deleted
 // since — c's Term ends at once, and checkHandover reports false. A read
@@ -264,8 +265,12 @@ func (f *follower) checkHandover(token int64) bool {
 	e.mu.Lock()
 	lkey := c.lkey
 	e.mu.Unlock()
+	// The count-only read makes the transaction linearizable: etcd serves
+	// one of Compares alone from the member it reaches, which may not
+	// have applied the hand-over yet.
 	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(lkey), "=", token), clientv3.Compare(clientv3.LeaseValue(lkey), "=", c.s.lease)))
+		If(clientv3.Compare(clientv3.CreateRevision(lkey), "=", token), clientv3.Compare(clientv3.LeaseValue(lkey), "=", c.s.lease)).
+		Then(clientv3.OpGet(lkey, clientv3.WithCountOnly())))
 	switch {
 	case err != nil:
 		if c.ctx.Err() == nil {

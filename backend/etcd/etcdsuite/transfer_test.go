@@ -16,6 +16,8 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
 	"github.com/electkit/election/internal/record"
+	"github.com/electkit/election/internal/rig/embedetcd"
+	"github.com/electkit/election/internal/rig/etcdtest"
 )
 
 // ghost queues a candidate key that no process follows, as another
@@ -232,8 +234,8 @@ func TestRequestTransfer(t *testing.T) {
 }
 
 // timedRequests records the unary requests a client sends, with when, but
-// for a hand-over's check (a transaction of Compares alone), which a new
-// leader sends once its Term has begun.
+// for a hand-over's check (two Compares and a count), which a new leader
+// sends once its Term has begun.
 type timedRequests struct {
 	mu   sync.Mutex
 	sent []time.Time
@@ -241,7 +243,8 @@ type timedRequests struct {
 
 func (r *timedRequests) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	txn, ok := req.(*pb.TxnRequest)
-	confirm := ok && len(txn.Compare) > 0 && len(txn.Success) == 0 && len(txn.Failure) == 0 // checkHandover's
+	confirm := ok && len(txn.Compare) == 2 && len(txn.Success) == 1 && len(txn.Failure) == 0 &&
+		txn.Success[0].GetRequestRange() != nil && txn.Success[0].GetRequestRange().CountOnly // checkHandover's
 
 	if !confirm {
 		r.mu.Lock()
@@ -406,4 +409,86 @@ func mustHex(t *testing.T, s string) uint64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestTransferRoundsOnACluster: on three members, three candidates (each
+// on a client of its own) take turns leading, by Resign and by Transfer
+// alternately, a hundred rounds: each round exactly one Campaign returns,
+// the old leader queues again, and no new leader's Term ends on its own.
+// A new leader's check of its handed key must see the hand-over whatever
+// member answers it (a read of Compares alone is served by the member the
+// client reaches, which may lag).
+func TestTransferRoundsOnACluster(t *testing.T) {
+	eps := etcdtest.NewCluster(t, 3, embedetcd.Config{}).Endpoints()
+	const name = "/transfer/rounds"
+	ctx := ctxT(t)
+	es := map[string]*etcd.Elector{}
+	for _, id := range []string{"c0", "c1", "c2"} {
+		es[id] = newElector(t, newClient(t, eps), name, id)
+	}
+	type won struct {
+		id  string
+		t   *election.Term
+		err error
+	}
+	ch := make(chan won, 4)
+	campaign := func(id string) {
+		go func() { tm, err := es[id].Campaign(ctx); ch <- won{id, tm, err} }()
+	}
+	campaign("c0")
+	w := <-ch
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	leader, term := w.id, w.t
+	round := -1
+	queued := func() {
+		t.Helper()
+		deadline := time.Now().Add(patience)
+		for {
+			cs, err := election.Candidates(ctx, es[leader])
+			if err == nil && len(cs) == 2 {
+				return
+			}
+			select {
+			case w := <-ch:
+				t.Fatalf("round %d: %s's Campaign returned while %s leads at %v (%v): %v, %v", round, w.id, leader, term, term.Err(), w.t, w.err)
+			case <-time.After(5 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: waiting candidates %v (%v), want 2", round, cs, err)
+			}
+		}
+	}
+	campaign("c1")
+	campaign("c2")
+	queued()
+	for round = range 100 {
+		cs, err := election.Candidates(ctx, es[leader])
+		if err != nil || len(cs) != 2 {
+			t.Fatalf("round %d: candidates %v, %v", round, cs, err)
+		}
+		old, oldTerm := leader, term
+		if round%2 == 0 {
+			err = es[old].Resign(ctx)
+		} else {
+			err = election.Transfer(ctx, es[old], oldTerm, cs[1].ID, election.KeepLeading)
+		}
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		w := <-ch
+		if w.err != nil || w.t.Token() <= oldTerm.Token() {
+			t.Fatalf("round %d: %s: %v, %v after %v", round, w.id, w.t, w.err, oldTerm)
+		}
+		if round%2 == 1 && w.id != cs[1].ID {
+			t.Fatalf("round %d: %s led, not the transfer's target %s", round, w.id, cs[1].ID)
+		}
+		leader, term = w.id, w.t
+		campaign(old)
+		queued()
+		if err := term.Err(); err != nil {
+			t.Fatalf("round %d: %s's Term ended: %v", round, leader, err)
+		}
+	}
 }
