@@ -63,12 +63,13 @@ func (f Fallback) String() string {
 // an error wrapping ErrTransferred before the hand-over is sent (the
 // candidate leaves the election, as after Resign: campaign again to queue
 // anew), and the target leads next, with a higher token, ahead of every
-// other candidate. Transfer returns nil once the target leads. If it has
-// not within a bound — one lease window of t's on the store backends;
-// see each backend's doc — or before ctx ends, the hand-over
-// lapses — it is withdrawn, or goes with the target's lease — and the next
-// leader comes from the normal order: Transfer returns an error wrapping
-// ErrTransferFailed (or ctx's error). A leadership handed on is not taken
+// other candidate. Transfer returns nil once the target leads (on etcd,
+// once the hand-over's transaction, which makes the target leader, has
+// committed). If it has not within a bound — one lease window of t's on
+// the other store backends; see each backend's doc — or before ctx ends,
+// the hand-over lapses — it is withdrawn, or goes with the target's lease
+// — and the next leader comes from the normal order: Transfer returns an
+// error wrapping ErrTransferFailed (or ctx's error). A leadership handed on is not taken
 // back: the old Term is over before the target can lead (P3). On the
 // store backends (etcd, ZooKeeper) its renewal hooks and its Events
 // (Events.Ended) have also returned before the hand-over is sent, unless

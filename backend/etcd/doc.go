@@ -15,12 +15,11 @@
 //
 // # Keys
 //
-// Under the election's name N (values are JSON records naming the candidate;
-// N/_t's value is its target's queue key):
+// Under the election's name N (values are JSON records naming the candidate):
 //
 //	N/_l/<revision>-<lease>-<nonce>           the leadership keys: the leader's, and the next one's reservation
 //	N/_r                                      a transfer request (RequestTransfer), while one is pending
-//	N/_t                                      a pending hand-over (Transfer, preemption), under its target's lease
+//	N/_t                                      a pending hand-over of earlier versions (still honoured)
 //	N/_c/<priority><arrival>-<lease>-<nonce>  one queue key per candidate, under its lease
 //
 // Queue keys sort so that the candidate ahead sorts after: higher
@@ -302,22 +301,36 @@
 //
 // Transfer (election.Transfer) reads the queue once to find its target
 // (the whole queue: it is an operator's call), ends the Term with
-// ErrTransferred, then, in one transaction that holds only while the
-// leader key is still the Term's and the target's queue key is the one
-// read, deletes the leader key and the leader's queue key, puts the
-// hand-over key N/_t naming the target's queue key under the target's
-// lease, and touches the target's queue key (a put that keeps its value
-// and lease) so that the target's own watch wakes it. Only the target
-// may create the leader key while N/_t exists (every other claim
-// compares it absent); it deletes N/_t in the same transaction, so a
-// transfer costs what a handover does: one write by the leader, one by
-// the target. The head of the queue, woken by the leader key's deletion,
-// finds N/_t and waits on it. Transfer watches the leader key until the
-// target has created it. A target that leaves before it leads takes N/_t
-// with it (its release deletes it; its lease's end does too); one that
-// has not led within one lease window has the hand-over withdrawn by
-// Transfer, and the normal order resumes (ErrTransferFailed); a head of
-// the queue that finds N/_t naming a queue key that is gone, or N/_t
+// ErrTransferred, then hands over in one transaction that holds only
+// while the Term's leadership key is the first, the target's queue key is
+// the one read and the reservation after the leader is the one it knows
+// of (one it had not seen yet is read in the transaction's Else, and the
+// transaction made again): it deletes the leader's leadership key, its
+// queue key and another candidate's reservation, creates the target's
+// leadership key under the target's lease — named with the target's
+// arrival, as the target would name it, so that its create revision is
+// the target's token — and puts the target's queue key again, under its
+// lease, with its record naming that leadership key: the event of that
+// put, on the target's own watch, tells the target it leads, with no
+// request after it (the leader's one write is the hand-over's last). A
+// target that had reserved after the leader leads on the deletion of the
+// leader's key, as after a release. Transfer returns once the transaction
+// has committed: the target leads from then on, as the store says. The
+// head of the queue, whose reservation went, reads and reserves behind the
+// new leader. The new leader reads its key once its Term has begun (a
+// read-only transaction): a queue record naming a leadership key
+// that no hand-over created (another client's put) lets its candidate
+// report a Term only until that read's reply, which ends it with
+// ErrSessionLost; its fenced writes are refused meanwhile, since the Fence
+// compares the leadership key itself (a candidate that reserved ignores
+// such a record: no hand-over names one). A hand-over to a candidate that
+// never acts on it (another program's key) holds the election until that
+// candidate's lease ends or its keys are deleted; a candidate that leaves
+// before it acts deletes the key with its queue key (its release deletes
+// the key a hand-over names it by). Earlier versions of this package
+// handed over through a hand-over key N/_t naming the target, which only
+// the target could claim; candidates still honour one: a head of the
+// queue that finds N/_t naming a queue key that is gone, or N/_t
 // without a lease, deletes it. Candidates lists the waiting candidates
 // with one read of the whole queue.
 //

@@ -794,6 +794,15 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 		// A hand-over to c that c did not take goes with it.
 		delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer)}, nil)
 		then := []clientv3.Op{clientv3.OpDelete(lkey), delQ, delT}
+		orElse := []clientv3.Op{delQ, delT}
+		if h := e.lay.leaderKey(c.seq, c.key); h != lkey {
+			// A hand-over to c that c did not take yet (handOver names
+			// the key by c's arrival, whatever c's last reservation
+			// was called) goes with it too.
+			delH := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(h), "=", c.leaderRec), clientv3.Compare(clientv3.LeaseValue(h), "=", c.s.lease)},
+				[]clientv3.Op{clientv3.OpDelete(h)}, nil)
+			then, orElse = append(then, delH), append(orElse, delH)
+		}
 		if token != 0 && next.key != "" {
 			// The candidate that reserved after c leads on this release's
 			// event; touching its queue key (put again, its value and
@@ -802,7 +811,7 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 			then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(next.key), "=", next.lease)},
 				[]clientv3.Op{clientv3.OpPut(next.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}, nil))
 		}
-		_, err = e.commit(ctx, true, e.cli.Txn(ctx).If(lcmp).Then(then...).Else(delQ, delT))
+		_, err = e.commit(ctx, true, e.cli.Txn(ctx).If(lcmp).Then(then...).Else(orElse...))
 		if err == nil {
 			e.mu.Lock()
 			c.keyGone = true

@@ -23,8 +23,8 @@ import (
 //
 //	N/_l/<revision>-<lease>-<nonce>               {"v":1,"id":"sched-1","priority":0,"value":"…","key":"N/_c/…"}
 //	N/_r                                          {"v":1,"to":"sched-2","token":1234,"by":"ops-1"} (a transfer request)
-//	N/_t                                          N/_c/… (a pending hand-over: the queue key of its target)
-//	N/_c/<priority><arrival>-<lease>-<nonce>      {"v":1,"id":"sched-1","priority":0,"value":"…"}
+//	N/_t                                          N/_c/… (a pending hand-over of earlier versions)
+//	N/_c/<priority><arrival>-<lease>-<nonce>      {"v":1,"id":"sched-1","priority":0,"value":"…"} (and "key":"N/_l/…" once a hand-over made it leader)
 //
 // N/_l/… are the leadership keys, at most two: the leader's, and the
 // reservation of the candidate next in line. Each is named with a store
@@ -45,16 +45,20 @@ import (
 // of lower priority in the transaction that creates its queue key, so the
 // highest priority still leads next.
 //
-// N/_t exists only while a hand-over (Transfer, preemption) is pending: the
-// leader deletes the leadership keys (its own and a reservation) and its
-// queue key and puts N/_t, naming the target's
-// queue key, under the target's lease, in one transaction that also
-// touches the target's queue key (a put that keeps its value and lease) so
-// that the target's watch wakes it. Only the target may create a leadership
-// key while N/_t exists; it deletes N/_t in the same transaction. N/_t goes with the
-// target's lease, with its candidacy (its release deletes it), or when the
-// leader's Transfer gives up on it after one lease window; the head of the
-// queue deletes one whose target key is gone.
+// A hand-over (Transfer, preemption) is one transaction of the leader's:
+// it deletes its leadership key, its queue key and any reservation, and
+// creates the target's leadership key under the target's lease, named
+// with the target's arrival (handedKey: the name the target would give
+// it, so that the target finds it its own, and its release deletes it),
+// and puts the target's queue key again under its lease, with its record
+// naming that leadership key (a queue record's "key"): the event of that
+// put on the target's watch tells it that it leads. The target reads its
+// key once its Term has begun, and ends the Term if it is not there.
+//
+// N/_t was the hand-over of earlier versions of this package: the leader
+// deleted the leadership keys and put N/_t, naming the target's queue
+// key, under the target's lease, and only the target could then create a
+// leadership key, deleting N/_t in the same transaction. Candidates still honour it.
 //
 // N/_r is a request to the leader at the token it names to transfer
 // (RequestTransfer), put by any client; the leader's watch covers it (its
@@ -141,6 +145,20 @@ func (l layout) leaderLease(key string) (int64, error) {
 	}
 	id, _ := strconv.ParseUint(s[17:33], 16, 64)
 	return int64(id), nil
+}
+
+// handedKey names the leadership key a hand-over (Transfer, preemption)
+// creates for the candidate whose queue key is qkey: the one that
+// candidate would create itself, named with its arrival (a revision below
+// any the hand-over can have), so that the candidate finds it as its own
+// and its release deletes it even before it took it.
+func (l layout) handedKey(qkey string) (string, error) {
+	if _, err := l.queueLease(qkey); err != nil {
+		return "", err
+	}
+	s := qkey[len(l.queue):]
+	arrival, _ := strconv.ParseUint(s[16:32], 16, 64) // checked by queueLease
+	return l.leaderKey(int64(^arrival), qkey), nil
 }
 
 // leadersOp reads the first two leadership keys: the leader's, then the

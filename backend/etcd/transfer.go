@@ -122,9 +122,7 @@ func (e *Elector) leading(t *election.Term) (*candidacy, error) {
 
 // Transfer hands t's leadership on (see election.Transfer). It reads the
 // queue to find the target (one read of the whole queue), then hands over
-// in one transaction — deleting the leader key and its own queue key,
-// putting N/_t, which names the target's queue key, under the target's
-// lease — and watches the leader key until the target has created it.
+// in one transaction (handOver), after which the target leads.
 func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fallback election.Fallback) error {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return err
@@ -147,11 +145,19 @@ func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fal
 	return e.handOver(ctx, c, w.kv, w.ld.ID, fmt.Errorf("%w to %s", election.ErrTransferred, w.ld.ID))
 }
 
-// handOver ends c's Term with cause (P3: before any request), then, in one
-// transaction guarded by c's leadership and the target's queue key,
-// deletes the leader key and c's queue key, names the target in the
-// hand-over key under the target's lease, and touches the target's key so
-// that its watch wakes it. Then it waits for the target to lead.
+// handOver ends c's Term with cause (P3: before any request), then hands
+// the leadership to the candidate whose queue key is target in one
+// transaction, guarded by c's leadership and the target's queue key: it
+// deletes c's leadership key and queue key and any reservation, creates
+// the target's leadership key (layout.handedKey) under the target's lease
+// — its create revision is the target's token — and puts the target's
+// queue key again, under its lease, with its record naming that key: the
+// event of that put on the target's own watch tells the target it leads,
+// with no request after it. A target that had reserved the leadership
+// after c's leads on the deletion of c's key alone, as after a release.
+// The target leads once the transaction has committed; it is not
+// withdrawn (the target may lead already: only its lease's end or its
+// release take the key).
 func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.KeyValue, id string, cause error) error {
 	e.mu.Lock()
 	if e.cand != c {
@@ -162,93 +168,120 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	if !slices.Contains(e.pending, c) && !e.closed {
 		e.pending = append(e.pending, c)
 	}
-	token, lc := c.token, c.lc
+	token, lc, next := c.token, c.lc, c.next
 	e.mu.Unlock()
 	e.end(c, cause)
 	if lc != nil {
 		lc.AwaitHooks(backend.HandOverWait) // the old Term's Observer.Ended before the next leader
 	}
 	tkey := string(target.Key)
-	resp, err := e.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(c.lkey), "=", token),
-		clientv3.Compare(clientv3.CreateRevision(tkey), "=", target.CreateRevision),
-		clientv3.Compare(clientv3.LeaseValue(tkey), "=", target.Lease),
-	).Then(
-		clientv3.OpDelete(e.lay.leader, clientv3.WithRange(e.lay.leadEnd)), // c's, and a reservation
-		clientv3.OpDelete(c.key),
-		clientv3.OpPut(e.lay.transfer, tkey, clientv3.WithLease(clientv3.LeaseID(target.Lease))),
-		clientv3.OpPut(tkey, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease()),
-	).Commit()
-	if err != nil || !resp.Succeeded {
+	failed := func(err error) error {
 		e.releaseLater(c, false) // the normal order: the keys go as after Resign
-		if err != nil {
-			return fmt.Errorf("%w: handing over to %s: %w", election.ErrTransferFailed, id, e.storeErr(ctx, "handing over", err))
+		return fmt.Errorf("%w: handing over to %s: %w", election.ErrTransferFailed, id, err)
+	}
+	ld, err := record.Decode(target.Value)
+	if err != nil {
+		return failed(fmt.Errorf("queue key %s: %v", tkey, err))
+	}
+	lkey, err := e.lay.handedKey(tkey)
+	if err != nil {
+		return failed(fmt.Errorf("queue key %s: %v", tkey, err))
+	}
+	rec := string(record.EncodeLeader(election.Options{ID: ld.ID, Priority: ld.Priority}, ld.Value, tkey))
+	var resp *clientv3.TxnResponse
+	handed := ""
+	// c's view of the reservation after it (next) may be behind: a
+	// transaction that fails on it alone reads the reservation in its
+	// Else and is made again, a few times at most.
+	for try := 0; ; try++ {
+		handed = ""
+		cmps := []clientv3.Cmp{
+			clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token).WithRange(after(c.lkey)), // c leads: its key is the first
+			clientv3.Compare(clientv3.CreateRevision(tkey), "=", target.CreateRevision),
+			clientv3.Compare(clientv3.LeaseValue(tkey), "=", target.Lease),
+			clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
 		}
-		return fmt.Errorf("%w: %s left, or the leadership was lost, just before the hand-over; the next leader comes from the normal order", election.ErrTransferFailed, id)
+		ops := []clientv3.Op{clientv3.OpDelete(c.lkey), clientv3.OpDelete(c.key)}
+		touch := clientv3.OpPut(tkey, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())
+		// The target's queue record, naming the leadership key the same
+		// transaction creates for it: the event of this put tells the
+		// target it leads.
+		mark := clientv3.OpPut(tkey, string(record.EncodeLeader(election.Options{ID: ld.ID, Priority: ld.Priority}, ld.Value, lkey)), clientv3.WithIgnoreLease())
+		switch {
+		case next.key == tkey:
+			// The target reserved after c: it leads on the deletion of
+			// c's key; the touch of its queue key wakes the one behind it.
+			cmps = append(cmps, emptyIn(after(c.lkey), next.lkey), clientv3.Compare(clientv3.LeaseValue(next.lkey), "=", next.lease), emptyIn(after(next.lkey), e.lay.leadEnd))
+			ops = append(ops, touch)
+		case next.lkey != "":
+			// Another candidate's reservation goes: the target leads next.
+			handed = lkey
+			cmps = append(cmps, emptyIn(after(c.lkey), next.lkey), emptyIn(after(next.lkey), e.lay.leadEnd))
+			ops = append(ops, clientv3.OpDelete(next.lkey))
+		default:
+			handed = lkey
+			cmps = append(cmps, emptyIn(after(c.lkey), e.lay.leadEnd))
+		}
+		if handed != "" {
+			ops = append(ops, clientv3.OpPut(handed, rec, clientv3.WithLease(clientv3.LeaseID(target.Lease))), mark)
+		}
+		resp, err = e.cli.Txn(ctx).If(cmps...).Then(ops...).Else(e.lay.leadersOp()).Commit()
+		if err != nil {
+			return failed(e.storeErr(ctx, "handing over", err))
+		}
+		if resp.Succeeded {
+			break
+		}
+		// c's view of the reservation was behind, if c's key is still
+		// the first and the one after it is not the one c knew of: try
+		// again with what the Else read.
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
+		seen := nextUp{}
+		if len(kvs) > 1 {
+			seen = nextUp{key: record.Key(kvs[1].Value), lease: kvs[1].Lease, lkey: string(kvs[1].Key)}
+		}
+		if try == 2 || len(kvs) == 0 || kvs[0].CreateRevision != token || seen.lkey == next.lkey {
+			return failed(fmt.Errorf("%s left, or the leadership was lost, just before the hand-over; the next leader comes from the normal order", id))
+		}
+		next = seen
 	}
 	e.mu.Lock()
 	c.keyGone = true // a private lease, emptied, is revoked later (release)
 	e.mu.Unlock()
-	return e.awaitTakeover(ctx, tkey, id, resp.Header.Revision)
+	return nil
 }
 
-// awaitTakeover watches the leader key and the hand-over key from after
-// the hand-over at rev until the target, whose queue key is tkey, creates
-// the leader key (nil), the hand-over key goes without it (the target
-// left), or one lease window or ctx ends: then the hand-over key is
-// deleted (guarded by its revision), and the normal order resumes.
-func (e *Elector) awaitTakeover(ctx context.Context, tkey, id string, rev int64) error {
-	bound := e.o.Window()
-	wctx, cancel := context.WithTimeout(ctx, bound)
-	defer cancel()
-	stop := context.AfterFunc(e.bg, cancel)
-	defer stop()
-	ch := e.cli.Watch(clientv3.WithRequireLeader(wctx), e.lay.leader, clientv3.WithRange(after(e.lay.transfer)), clientv3.WithRev(rev+1))
-	why := fmt.Errorf("%w: %s did not lead within %v; the hand-over lapsed and the next leader comes from the normal order", election.ErrTransferFailed, id, bound)
-watching:
-	for wr := range ch {
-		if wr.Err() != nil || wr.Canceled {
-			break
-		}
-		gone := false
-		for _, ev := range wr.Events {
-			switch k := string(ev.Kv.Key); {
-			case strings.HasPrefix(k, e.lay.leader):
-				if ev.Type == clientv3.EventTypePut && record.Key(ev.Kv.Value) == tkey {
-					return nil
-				}
-			case k == e.lay.transfer:
-				gone = gone || ev.Type == clientv3.EventTypeDelete
-			}
-		}
-		if gone {
-			why = fmt.Errorf("%w: %s left before it led; the next leader comes from the normal order", election.ErrTransferFailed, id)
-			break watching
-		}
-	}
-	// Withdraw the hand-over if it is still there, then look once more:
-	// the target may have led just now.
-	lctx, lcancel := context.WithTimeout(e.bg, e.o.Window())
-	defer lcancel()
-	resp, err := e.cli.Txn(lctx).
-		If(clientv3.Compare(clientv3.ModRevision(e.lay.transfer), "=", rev)).
-		Then(clientv3.OpDelete(e.lay.transfer), e.lay.leadersOp()).
-		Else(e.lay.leadersOp()).Commit()
-	if err == nil {
-		rs := resp.Responses
-		if kvs := rs[len(rs)-1].GetResponseRange().GetKvs(); len(kvs) > 0 && record.Key(kvs[0].Value) == tkey {
-			return nil
-		}
-	} else {
-		e.log.Warn("etcd election: withdrawing a lapsed hand-over failed; it goes with its target's lease or candidacy", "key", e.lay.transfer, "target", tkey, "err", err)
-	}
+// checkHandover reads whether c's leadership key, made for c by a
+// hand-over (or found its own by a read), is the one c leads with at
+// token, once c's Term has begun: a read-only transaction of two Compares
+// (and a count, to make it linearizable).
+// If it is not — a queue record naming a key that was never created at
+// token, which no hand-over of this package writes, or a key deleted
+// since — c's Term ends at once, and checkHandover reports false. A read
+// that fails is logged; the guard's watch, from token on, follows the key
+// either way.
+func (f *follower) checkHandover(token int64) bool {
+	e, c := f.e, f.c
+	e.mu.Lock()
+	lkey := c.lkey
+	e.mu.Unlock()
+	// The count-only read makes the transaction linearizable: etcd serves
+	// one of Compares alone from the member it reaches, which may not
+	// have applied the hand-over yet.
+	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(lkey), "=", token), clientv3.Compare(clientv3.LeaseValue(lkey), "=", c.s.lease)).
+		Then(clientv3.OpGet(lkey, clientv3.WithCountOnly())))
 	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case e.bg.Err() != nil:
-		return election.ErrClosed
+	case err != nil:
+		if c.ctx.Err() == nil {
+			e.log.Warn("etcd election: checking the leadership key of a hand-over failed; its watch follows it", "key", lkey, "token", token, "err", err)
+		}
+	case !resp.Succeeded:
+		e.oust(c, fmt.Errorf("%w: leader key %s is not the one created at token %d under lease %016x: deleted since, or never created by a hand-over",
+			election.ErrSessionLost, lkey, token, uint64(c.s.lease)))
+		return false
 	}
-	return why
+	return true
 }
 
 // claimHandoff creates the leader key for c as the target of a pending

@@ -105,9 +105,17 @@ type follower struct {
 	from   string          // where the read of the queue above c begins: past keys without a lease
 	floor  int64           // the revision of a deletion the next read must have seen
 	warned map[string]bool // made at the first warning
-	// touched: c's own key was put again with its value and lease kept —
-	// a leader handing over to c touches it so that c's watch wakes it.
+	// touched: c's own key was put again by another hand, its lease kept —
+	// a hand-over to c (of an earlier version of this package, or one
+	// whose record c did not take: see handedAt).
 	touched bool
+	// handedAt: the revision of a hand-over to c (handOver), which put
+	// c's queue key with a record naming c's leadership key, created in
+	// the same transaction. confirm: c leads with a leadership key made
+	// for it (or found its own), and reads it once its Term has begun
+	// (checkHandover).
+	handedAt int64
+	confirm  bool
 	// retry: the pauses before trying again after a failed request or a
 	// broken watch (made at the first); reset once a request or watch
 	// works.
@@ -166,7 +174,10 @@ func (f *follower) run(v *view, token int64, sent time.Time) {
 		}
 	}
 	if f.elect(token, sent) {
-		f.guard(token)
+		if !f.confirm || f.checkHandover(token) {
+			f.guard(token)
+		}
+		f.confirm = false
 	}
 	f.exit()
 }
@@ -221,7 +232,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				// Every leadership key older than c's reservation went
 				// (the leader released, or its lease expired): c leads,
 				// with no request after the event.
-				f.leadNow = false
+				f.leadNow, f.handedAt = false, 0
 				sent, err := f.renewed()
 				if err != nil {
 					if f.failed("renewing the lease", err) {
@@ -232,10 +243,34 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				}
 				return f.res.token, sent, false
 			}
+			if at := f.handedAt; at != 0 {
+				// A hand-over made c leader (handOver): with no request
+				// after its event. c reads the key once its Term has
+				// begun (checkHandover).
+				f.handedAt, f.touched = 0, false
+				e.mu.Lock()
+				c.lkey = e.lay.leaderKey(c.seq, c.key) // its release deletes it from now on
+				e.mu.Unlock()
+				sent, err := f.renewed()
+				if err != nil {
+					if f.failed("renewing the lease", err) {
+						return 0, time.Time{}, false
+					}
+					v = nil // the read finds c's key first: c leads then
+					continue
+				}
+				f.confirm = true
+				return at, sent, false
+			}
 
 			f.claimNext = claim
 			if f.touched {
-				f.touched, f.claimNext, f.handoffNext = false, false, true
+				// Touched without a hand-over's record: an earlier
+				// version of this package handed over through a
+				// hand-over key naming c, which the read finds and c
+				// claims (or c's leadership key, should a hand-over's
+				// put have been missed).
+				f.touched, f.claimNext = false, false
 			}
 			v, f.from = nil, after(c.key)
 			continue
@@ -303,9 +338,10 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			f.inWait, f.waitRev, f.waitPoll = true, v.rev, 0
 			continue
 		}
-		if l := v.leader; l != nil && string(l.Key) == c.lkey && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
-			// The leader key is c's own: a claim (or a create that
-			// claimed) whose reply was lost. c leads.
+		if l := v.leader; l != nil && (string(l.Key) == c.lkey || string(l.Key) == e.lay.leaderKey(c.seq, c.key)) && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
+			// The leader key is c's own: a hand-over to c (handOver
+			// created it), or a claim (or a create that claimed) whose
+			// reply was lost. c leads, and confirms it (confirmHandover).
 			sent, err := f.renewed()
 			if err != nil {
 				if f.failed("renewing the lease", err) {
@@ -313,6 +349,10 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				}
 				continue
 			}
+			e.mu.Lock()
+			c.lkey = string(l.Key) // a hand-over names it by c's arrival, even after c reserved
+			e.mu.Unlock()
+			f.confirm = true
 			return l.CreateRevision, sent, false
 		}
 		if t := v.transfer; t != nil && t.Lease == int64(c.s.lease) && string(t.Value) == c.key && v.leader == nil {
@@ -438,7 +478,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 			return false, nil, false
 		}
 		resps, werr := f.w.mw.take()
-		changed := false
+		changed, made := false, false
 		for _, wr := range resps {
 			if wr.Created {
 				f.w.created = true
@@ -451,6 +491,9 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					continue
 				}
 				last = max(last, kv.ModRevision)
+				if ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
+					made = true // someone leads, or reserved: a read, not a claim, tells c what to do
+				}
 				if f.res != nil && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
 					switch k := string(kv.Key); {
 					case k == f.res.older && ev.Type == clientv3.EventTypeDelete:
@@ -469,6 +512,15 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 						return false, err, false
 					}
 					f.touched, changed = true, true // a hand-over to c, most likely
+					if ev.Type == clientv3.EventTypePut && f.res == nil && record.Key(kv.Value) == f.e.lay.leaderKey(f.c.seq, f.c.key) {
+						// The leader handed over to c: the same
+						// transaction created c's leadership key,
+						// whose create revision is this event's. (A
+						// hand-over to a candidate that reserved
+						// names no key: it leads on the deletion of
+						// the leader's.)
+						f.handedAt = kv.ModRevision
+					}
 					continue
 				}
 				if string(kv.Key) == f.w.skip {
@@ -489,11 +541,11 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					deleted = true
 				}
 			}
-			if f.leadNow {
+			if f.leadNow || f.handedAt != 0 {
 				return false, nil, false
 			}
 			if changed {
-				return deleted, nil, false
+				return deleted && !made, nil, false
 			}
 			if w := f.w; werr == nil {
 				if f.narrow(last); f.w != w {

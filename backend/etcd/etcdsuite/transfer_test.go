@@ -1,22 +1,29 @@
 package etcdsuite_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
 	"github.com/electkit/election/internal/record"
+	"github.com/electkit/election/internal/rig/embedetcd"
+	"github.com/electkit/election/internal/rig/etcdtest"
 )
 
 // ghost queues a candidate key that no process follows, as another
 // program's candidate would be: a valid queue key under a lease of the
-// admin client, with a record naming id. It returns the key.
-func ghost(t *testing.T, admin *clientv3.Client, name, id string, priority int64) string {
+// admin client, with a record naming id. It returns the key and its lease.
+func ghost(t *testing.T, admin *clientv3.Client, name, id string, priority int64) (string, clientv3.LeaseID) {
 	t.Helper()
 	lease, err := admin.Grant(ctxT(t), 30)
 	if err != nil {
@@ -32,17 +39,19 @@ func ghost(t *testing.T, admin *clientv3.Client, name, id string, priority int64
 	if _, err := admin.Put(ctxT(t), key, string(record.Encode(o, nil)), clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
-	return key
+	return key, lease.ID
 }
 
-// TestTransferLapses: a hand-over to a candidate that never takes it (a
-// queue key no process follows) lapses after one lease window: Transfer
-// returns ErrTransferFailed, the hand-over key is gone, and the head of
-// the queue leads.
-func TestTransferLapses(t *testing.T) {
+// TestTransferToGhost: a transfer to a candidate that never acts on it (a
+// queue key no process follows, as another program's could be) makes it
+// leader all the same — the hand-over creates its leadership key under its
+// lease — and the election waits for that lease: the head of the queue,
+// whose reservation the hand-over took, reserves behind the ghost and
+// leads once the ghost's lease is revoked, with a higher token.
+func TestTransferToGhost(t *testing.T) {
 	eps := startEtcd(t)
 	cli, admin := newClient(t, eps), newClient(t, eps)
-	const name = "/transfer/lapse"
+	const name = "/transfer/ghost"
 	a := newElector(t, cli, name, "a")
 	ta := await(t, campaignAsync(ctxT(t), a))
 	if ta.err != nil {
@@ -51,25 +60,33 @@ func TestTransferLapses(t *testing.T) {
 	b := newElector(t, cli, name, "b", election.WithPriority(5))
 	rb := campaignAsync(ctxT(t), b)
 	waitQueue(t, cli, name, 2)
-	ghost(t, admin, name, "ghost", 1)
-	start := time.Now()
-	err := election.Transfer(ctxT(t), a, ta.t, "ghost", election.KeepLeading)
-	if !errors.Is(err, election.ErrTransferFailed) {
-		t.Fatalf("Transfer to a candidate that never takes over = %v, want ErrTransferFailed", err)
+	_, lease := ghost(t, admin, name, "ghost", 1)
+	if err := election.Transfer(ctxT(t), a, ta.t, "ghost", election.KeepLeading); err != nil {
+		t.Fatalf("Transfer to a candidate that never acts on it = %v, want nil: it leads once the hand-over is made", err)
 	}
 	if !errors.Is(ta.t.Err(), election.ErrTransferred) {
 		t.Errorf("the old Term ended with %v, want ErrTransferred", ta.t.Err())
 	}
-	t.Logf("Transfer gave up after %v: %v", time.Since(start), err)
+	ld, err := a.Leader(ctxT(t))
+	if err != nil || ld.ID != "ghost" || ld.Token <= ta.t.Token() {
+		t.Fatalf("Leader after the transfer = %v, %v; want the ghost with a token above %d", ld, err, ta.t.Token())
+	}
+	settle(t, []*etcd.Elector{b}) // b waits on its watch again
+	select {
+	case r := <-rb:
+		t.Fatalf("b returned while the ghost holds the leadership: %v, %v", r.t, r.err)
+	default:
+	}
+	revoked := time.Now()
+	if _, err := admin.Revoke(ctxT(t), lease); err != nil {
+		t.Fatal(err)
+	}
 	r := await(t, rb)
-	if r.err != nil || r.t.Leader().ID != "b" {
-		t.Fatalf("after the lapse: %v, %v; want b (the head of the queue) to lead", r.t, r.err)
+	if r.err != nil || r.t.Leader().ID != "b" || r.t.Token() <= ld.Token {
+		t.Fatalf("after the ghost's lease went: %v, %v; want b to lead with a token above %d", r.t, r.err, ld.Token)
 	}
-	if r.at.Before(start) {
-		t.Errorf("b led before the transfer")
-	}
-	if ks := keys(t, cli, name+"/_t"); len(ks) != 0 {
-		t.Errorf("hand-over key left after the lapse: %q", ks)
+	if r.at.Before(revoked) {
+		t.Errorf("b led before the ghost's lease was revoked")
 	}
 }
 
@@ -107,12 +124,11 @@ func TestStaleTransferKey(t *testing.T) {
 }
 
 // TestTransferWakesOnlyTheTarget: of ten waiting candidates, a transfer to
-// one in the middle of the queue wakes that one, which leads at once, and
-// the head of the queue, whose reservation the hand-over deletes: it finds
-// the hand-over, waits on, and reserves again behind the target; the one
-// behind the head, which follows that reservation, and the one behind the
-// target, whose key ahead the hand-over touched, read once or twice; the
-// others send nothing.
+// one in the middle of the queue wakes that one, which leads on the
+// hand-over's event with no read or write; the head of the queue, whose
+// reservation the hand-over deletes, reads and reserves again behind the
+// target; the one behind the target, whose key ahead the hand-over put,
+// reads once; the others send nothing.
 func TestTransferWakesOnlyTheTarget(t *testing.T) {
 	eps := startEtcd(t)
 	cli := newClient(t, eps)
@@ -132,7 +148,7 @@ func TestTransferWakesOnlyTheTarget(t *testing.T) {
 		waitQueue(t, cli, name, i+2)
 	}
 	settle(t, es)
-	before := probeReads(es...)
+	before, before6 := probeReads(es...), probeReads(byID(es, "w6"))
 	if err := election.Transfer(ctxT(t), a, ta.t, "w6", election.KeepLeading); err != nil {
 		t.Fatalf("Transfer: %v", err)
 	}
@@ -141,8 +157,11 @@ func TestTransferWakesOnlyTheTarget(t *testing.T) {
 		t.Fatalf("target: %v, %v; want a Term with a token above %d", r.t, r.err, ta.t.Token())
 	}
 	settle(t, append(es[:6:6], es[7:]...))
-	if got := probeReads(es...) - before; got > 8 {
-		t.Errorf("the transfer cost %d reads and claims among the waiters, want at most 8 (the target's claim; the head's look when the hand-over takes its reservation, its attempt once the target leads, its reservation behind the target; the looks of the one behind the head, whose followed reservation went and came again; the look of the one behind the target, whose key the hand-over touched)", got)
+	if got := probeReads(byID(es, "w6")) - before6; got != 0 {
+		t.Errorf("the target made %d reads and writes before it led, want 0", got)
+	}
+	if got := probeReads(es...) - before; got > 3 {
+		t.Errorf("the transfer cost %d reads and writes among the waiters, want at most 3 (none by the target; the head's look when the hand-over takes its reservation and its reservation behind the target; the look of the one behind the target, whose key ahead the hand-over put)", got)
 	}
 	// The target leads; the head of the queue is next.
 	if err := byID(es, "w6").Resign(ctxT(t)); err != nil {
@@ -211,5 +230,265 @@ func TestRequestTransfer(t *testing.T) {
 	}
 	if ks := keys(t, cli, name+"/_r"); len(ks) != 0 {
 		t.Errorf("request key left: %q", ks)
+	}
+}
+
+// timedRequests records the unary requests a client sends, with when, but
+// for a hand-over's check (two Compares and a count), which a new leader
+// sends once its Term has begun.
+type timedRequests struct {
+	mu   sync.Mutex
+	sent []time.Time
+}
+
+func (r *timedRequests) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	txn, ok := req.(*pb.TxnRequest)
+	confirm := ok && len(txn.Compare) == 2 && len(txn.Success) == 1 && len(txn.Failure) == 0 &&
+		txn.Success[0].GetRequestRange() != nil && txn.Success[0].GetRequestRange().CountOnly // checkHandover's
+
+	if !confirm {
+		r.mu.Lock()
+		r.sent = append(r.sent, time.Now())
+		r.mu.Unlock()
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// between counts the requests sent in [from, to).
+func (r *timedRequests) between(from, to time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, at := range r.sent {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// The hand-over is the last request of a transfer: the leader's one
+// transaction creates the target's leadership key and puts the target's
+// queue key with a record naming it, whose watch event tells the target
+// it leads. The target sends no unary request — no read, no write — between
+// Transfer's call and its Campaign's return (it checks its key afterwards;
+// renewals and watches travel on streams).
+// Three candidates, each on a client of its own whose requests an
+// interceptor records; the transfer passes over the head of the queue,
+// which had reserved; a few rounds.
+func TestTransferTargetSendsNothing(t *testing.T) {
+	eps := startEtcd(t)
+	ctx := ctxT(t)
+	const name = "/transfer/floor"
+	admin := newClient(t, eps)
+	reqs := map[string]*timedRequests{}
+	es := map[string]*etcd.Elector{}
+	for _, id := range []string{"a", "b", "c"} {
+		reqs[id] = new(timedRequests)
+		es[id] = newElector(t, dialClient(t, eps, grpc.WithChainUnaryInterceptor(reqs[id].unary)), name, id)
+	}
+	leader, err := es["a"].Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, order := "a", []string{"b", "c"} // order: the waiters, the head first
+	chs := map[string]<-chan result{}
+	for _, id := range order {
+		chs[id] = campaignAsync(ctx, es[id])
+		waitQueue(t, admin, name, len(chs)+1)
+	}
+	for round := range 4 {
+		settle(t, []*etcd.Elector{es[order[0]], es[order[1]]})
+		awaitNextNoted(t, es[cur])
+		head, to := order[0], order[1]
+		start := time.Now()
+		if err := election.Transfer(ctx, es[cur], leader, to, election.KeepLeading); err != nil {
+			t.Fatalf("round %d: Transfer from %s to %s: %v", round, cur, to, err)
+		}
+		r := await(t, chs[to])
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if got := reqs[to].between(start, r.at); got != 0 {
+			t.Errorf("round %d: %s sent %d requests between Transfer's call and its Campaign's return, want 0", round, to, got)
+		}
+		if r.t.Token() <= leader.Token() {
+			t.Fatalf("round %d: token %d after %d", round, r.t.Token(), leader.Token())
+		}
+		// The old leader queues again, behind the head.
+		chs[cur] = campaignAsync(ctx, es[cur])
+		waitQueue(t, admin, name, 3)
+		leader, order, cur = r.t, []string{head, cur}, to
+	}
+}
+
+// TestForgedHandoverRecord: another client puts waiting candidates' queue
+// keys again with records that name their leadership keys, as a
+// hand-over does, but creates no such key. The head of the queue, which
+// reserved (a hand-over never names a candidate that reserved), ignores
+// it and waits on. The one behind it leads on the record; its check of
+// the key once its Term began finds none at its token and ends the Term at
+// once (ErrSessionLost); its fenced write is refused meanwhile. The real
+// leader leads on, undisturbed.
+func TestForgedHandoverRecord(t *testing.T) {
+	eps := startEtcd(t)
+	cli, admin := newClient(t, eps), newClient(t, eps)
+	const name = "/transfer/forged"
+	a := newElector(t, cli, name, "a")
+	ta := await(t, campaignAsync(ctxT(t), a))
+	if ta.err != nil {
+		t.Fatal(ta.err)
+	}
+	b, c := newElector(t, cli, name, "b"), newElector(t, cli, name, "c")
+	rb := campaignAsync(ctxT(t), b)
+	waitQueue(t, admin, name, 2)
+	rc := campaignAsync(ctxT(t), c)
+	qs := waitQueue(t, admin, name, 3) // by creation: a, b, c
+	settle(t, []*etcd.Elector{b, c})
+	awaitNextNoted(t, a) // b reserved
+	forge := func(id, qkey string) {
+		t.Helper()
+		// The name a hand-over gives its leadership key: its arrival's.
+		s := qkey[len(name+"/_c/"):]
+		lkey := name + "/_l/" + fmt.Sprintf("%016x", ^mustHex(t, s[16:32])) + s[32:]
+		o, _ := election.NewOptions(election.WithID(id))
+		if _, err := admin.Put(ctxT(t), qkey, string(record.EncodeLeader(o, nil, lkey)), clientv3.WithIgnoreLease()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forge("c", qs[2])
+	r := await(t, rc)
+	if r.err != nil && !errors.Is(r.err, election.ErrSessionLost) {
+		t.Fatalf("c's Campaign = %v, want a Term that ends, or ErrSessionLost", r.err)
+	}
+	if r.err == nil {
+		t.Logf("c led at %d on the forged record", r.t.Token())
+		if cmp, err := c.Fence(r.t); err == nil {
+			resp, err := admin.Txn(ctxT(t)).If(cmp).Then(clientv3.OpPut(name+"-data", "c")).Commit()
+			if err != nil || resp.Succeeded {
+				t.Errorf("c's fenced write on a forged hand-over record: succeeded %v, %v; want refused", resp != nil && resp.Succeeded, err)
+			}
+		} else if !errors.Is(err, election.ErrNotLeader) {
+			t.Errorf("Fence = %v", err)
+		}
+		select {
+		case <-r.t.Done():
+		case <-time.After(patience):
+			t.Fatalf("c's Term on a forged hand-over record did not end: %v", r.t)
+		}
+		if err := r.t.Err(); !errors.Is(err, election.ErrSessionLost) {
+			t.Errorf("c's Term ended with %v, want ErrSessionLost", err)
+		}
+	}
+	forge("b", qs[1])
+	settle(t, []*etcd.Elector{b})
+	select {
+	case r := <-rb:
+		t.Fatalf("b, which reserved, returned on a forged record: %v, %v", r.t, r.err)
+	default:
+	}
+	if err := ta.t.Err(); err != nil {
+		t.Errorf("the leader's Term ended: %v", err)
+	}
+	if ld, err := a.Leader(ctxT(t)); err != nil || ld.ID != "a" || ld.Token != ta.t.Token() {
+		t.Errorf("Leader = %v, %v; want a at %d", ld, err, ta.t.Token())
+	}
+	// b still leads next.
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, rb); r.err != nil || r.t.Token() <= ta.t.Token() {
+		t.Fatalf("b after a resigned: %v, %v", r.t, r.err)
+	}
+}
+
+func mustHex(t *testing.T, s string) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestTransferRoundsOnACluster: on three members, three candidates (each
+// on a client of its own) take turns leading, by Resign and by Transfer
+// alternately, a hundred rounds: each round exactly one Campaign returns,
+// the old leader queues again, and no new leader's Term ends on its own.
+// A new leader's check of its handed key must see the hand-over whatever
+// member answers it (a read of Compares alone is served by the member the
+// client reaches, which may lag).
+func TestTransferRoundsOnACluster(t *testing.T) {
+	eps := etcdtest.NewCluster(t, 3, embedetcd.Config{}).Endpoints()
+	const name = "/transfer/rounds"
+	ctx := ctxT(t)
+	es := map[string]*etcd.Elector{}
+	for _, id := range []string{"c0", "c1", "c2"} {
+		es[id] = newElector(t, newClient(t, eps), name, id)
+	}
+	type won struct {
+		id  string
+		t   *election.Term
+		err error
+	}
+	ch := make(chan won, 4)
+	campaign := func(id string) {
+		go func() { tm, err := es[id].Campaign(ctx); ch <- won{id, tm, err} }()
+	}
+	campaign("c0")
+	w := <-ch
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	leader, term := w.id, w.t
+	round := -1
+	queued := func() {
+		t.Helper()
+		deadline := time.Now().Add(patience)
+		for {
+			cs, err := election.Candidates(ctx, es[leader])
+			if err == nil && len(cs) == 2 {
+				return
+			}
+			select {
+			case w := <-ch:
+				t.Fatalf("round %d: %s's Campaign returned while %s leads at %v (%v): %v, %v", round, w.id, leader, term, term.Err(), w.t, w.err)
+			case <-time.After(5 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: waiting candidates %v (%v), want 2", round, cs, err)
+			}
+		}
+	}
+	campaign("c1")
+	campaign("c2")
+	queued()
+	for round = range 100 {
+		cs, err := election.Candidates(ctx, es[leader])
+		if err != nil || len(cs) != 2 {
+			t.Fatalf("round %d: candidates %v, %v", round, cs, err)
+		}
+		old, oldTerm := leader, term
+		if round%2 == 0 {
+			err = es[old].Resign(ctx)
+		} else {
+			err = election.Transfer(ctx, es[old], oldTerm, cs[1].ID, election.KeepLeading)
+		}
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		w := <-ch
+		if w.err != nil || w.t.Token() <= oldTerm.Token() {
+			t.Fatalf("round %d: %s: %v, %v after %v", round, w.id, w.t, w.err, oldTerm)
+		}
+		if round%2 == 1 && w.id != cs[1].ID {
+			t.Fatalf("round %d: %s led, not the transfer's target %s", round, w.id, cs[1].ID)
+		}
+		leader, term = w.id, w.t
+		campaign(old)
+		queued()
+		if err := term.Err(); err != nil {
+			t.Fatalf("round %d: %s's Term ended: %v", round, leader, err)
+		}
 	}
 }

@@ -657,9 +657,17 @@ func runOnSession(ctx context.Context, s *etcd.Session, cfg CandidateConfig, c *
 	if err != nil {
 		return err
 	}
-	return campaignWithSides(sctx, cfg, c, cfg.TTL, e, func(name string) (election.Elector, error) {
+	err = campaignWithSides(sctx, cfg, c, cfg.TTL, e, func(name string) (election.Elector, error) {
 		return etcd.NewWithSession(s, name, election.WithID(cfg.ID))
 	})
+	if err != nil && s.Err() != nil && ctx.Err() == nil {
+		// The Session ended (its lease expired or was revoked): Run may
+		// return that, as ErrClosed, before sctx ends. The caller opens
+		// another Session.
+		fmt.Fprintf(cfg.Log, "campaign on an ended session: %v\n", err)
+		return nil
+	}
+	return err
 }
 
 // runZKShared campaigns (election.Run) with candidates of the side
