@@ -321,7 +321,9 @@
 // read-only transaction): a queue record naming a leadership key
 // that no hand-over created (another client's put) lets its candidate
 // report a Term only until that read's reply, which ends it with
-// ErrSessionLost; its fenced writes are refused meanwhile, since the Fence
+// ErrSessionLost (a read that fails stops renewals from counting until a
+// read of the key, as after a broken watch, finds it); its fenced writes
+// are refused meanwhile, since the Fence
 // compares the leadership key itself (a candidate that reserved ignores
 // such a record: no hand-over names one). A hand-over to a candidate that
 // never acts on it (another program's key) holds the election until that

@@ -257,9 +257,9 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 // (and a count, to make it linearizable).
 // If it is not — a queue record naming a key that was never created at
 // token, which no hand-over of this package writes, or a key deleted
-// since — c's Term ends at once, and checkHandover reports false. A read
-// that fails is logged; the guard's watch, from token on, follows the key
-// either way.
+// since — c's Term ends at once, and checkHandover reports false. If the
+// read fails, renewals stop counting and the guard begins by reading the
+// key again (rewatch), as after a broken watch.
 func (f *follower) checkHandover(token int64) bool {
 	e, c := f.e, f.c
 	e.mu.Lock()
@@ -274,8 +274,14 @@ func (f *follower) checkHandover(token int64) bool {
 	switch {
 	case err != nil:
 		if c.ctx.Err() == nil {
-			e.log.Warn("etcd election: checking the leadership key of a hand-over failed; its watch follows it", "key", lkey, "token", token, "err", err)
+			e.log.Warn("etcd election: checking the leadership key of a hand-over failed; the guard reads it again before renewals count", "key", lkey, "token", token, "err", err)
 		}
+		// Fail closed: a key that never existed sends the watch no
+		// event. Renewals stop counting, and the guard opens its watch
+		// again with a read of the key (rewatch), retried until it
+		// works or the Term runs out.
+		c.watched.Store(false)
+		f.closeWatch()
 	case !resp.Succeeded:
 		e.oust(c, fmt.Errorf("%w: leader key %s is not the one created at token %d under lease %016x: deleted since, or never created by a hand-over",
 			election.ErrSessionLost, lkey, token, uint64(c.s.lease)))

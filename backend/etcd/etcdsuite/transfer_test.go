@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
@@ -413,7 +416,7 @@ func mustHex(t *testing.T, s string) uint64 {
 
 // TestTransferRoundsOnACluster: on three members, three candidates (each
 // on a client of its own) take turns leading, by Resign and by Transfer
-// alternately, a hundred rounds: each round exactly one Campaign returns,
+// alternately, fifty rounds: each round exactly one Campaign returns,
 // the old leader queues again, and no new leader's Term ends on its own.
 // A new leader's check of its handed key must see the hand-over whatever
 // member answers it (a read of Compares alone is served by the member the
@@ -421,7 +424,8 @@ func mustHex(t *testing.T, s string) uint64 {
 func TestTransferRoundsOnACluster(t *testing.T) {
 	eps := etcdtest.NewCluster(t, 3, embedetcd.Config{}).Endpoints()
 	const name = "/transfer/rounds"
-	ctx := ctxT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // the rounds' own: ctxT's would be shared by all
+	defer cancel()
 	es := map[string]*etcd.Elector{}
 	for _, id := range []string{"c0", "c1", "c2"} {
 		es[id] = newElector(t, newClient(t, eps), name, id)
@@ -435,8 +439,18 @@ func TestTransferRoundsOnACluster(t *testing.T) {
 	campaign := func(id string) {
 		go func() { tm, err := es[id].Campaign(ctx); ch <- won{id, tm, err} }()
 	}
+	next := func() won {
+		t.Helper()
+		select {
+		case w := <-ch:
+			return w
+		case <-time.After(patience):
+			t.Fatal("no Campaign returned")
+			return won{}
+		}
+	}
 	campaign("c0")
-	w := <-ch
+	w := next()
 	if w.err != nil {
 		t.Fatal(w.err)
 	}
@@ -463,7 +477,7 @@ func TestTransferRoundsOnACluster(t *testing.T) {
 	campaign("c1")
 	campaign("c2")
 	queued()
-	for round = range 100 {
+	for round = range 50 {
 		cs, err := election.Candidates(ctx, es[leader])
 		if err != nil || len(cs) != 2 {
 			t.Fatalf("round %d: candidates %v, %v", round, cs, err)
@@ -477,7 +491,7 @@ func TestTransferRoundsOnACluster(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
-		w := <-ch
+		w := next()
 		if w.err != nil || w.t.Token() <= oldTerm.Token() {
 			t.Fatalf("round %d: %s: %v, %v after %v", round, w.id, w.t, w.err, oldTerm)
 		}
@@ -490,5 +504,63 @@ func TestTransferRoundsOnACluster(t *testing.T) {
 		if err := term.Err(); err != nil {
 			t.Fatalf("round %d: %s's Term ended: %v", round, leader, err)
 		}
+	}
+}
+
+// TestForgedHandoverCheckFails: a forged hand-over record, as in
+// TestForgedHandoverRecord, and the new leader's check of its key fails
+// (the member is unavailable, once). The Term must not live on: renewals
+// stop counting and the guard reads the key again, finds none, and ends
+// the Term (ErrSessionLost) while the real leader leads on.
+func TestForgedHandoverCheckFails(t *testing.T) {
+	eps := startEtcd(t)
+	cli, admin := newClient(t, eps), newClient(t, eps)
+	var failed atomic.Int32
+	failOnce := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if txn, ok := req.(*pb.TxnRequest); ok && len(txn.Compare) == 2 && len(txn.Success) == 1 && len(txn.Failure) == 0 &&
+			txn.Success[0].GetRequestRange() != nil && txn.Success[0].GetRequestRange().CountOnly && failed.Add(1) == 1 {
+			return status.Error(codes.Unavailable, "injected: member unavailable")
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	const name = "/transfer/forgedfail"
+	a := newElector(t, cli, name, "a")
+	ta := await(t, campaignAsync(ctxT(t), a))
+	if ta.err != nil {
+		t.Fatal(ta.err)
+	}
+	b := newElector(t, cli, name, "b")
+	campaignAsync(ctxT(t), b)
+	waitQueue(t, admin, name, 2)
+	c := newElector(t, dialClient(t, eps, grpc.WithChainUnaryInterceptor(failOnce)), name, "c")
+	rc := campaignAsync(ctxT(t), c)
+	qs := waitQueue(t, admin, name, 3) // by creation: a, b, c
+	settle(t, []*etcd.Elector{b, c})
+	s := qs[2][len(name+"/_c/"):]
+	lkey := name + "/_l/" + fmt.Sprintf("%016x", ^mustHex(t, s[16:32])) + s[32:]
+	o, _ := election.NewOptions(election.WithID("c"))
+	if _, err := admin.Put(ctxT(t), qs[2], string(record.EncodeLeader(o, nil, lkey)), clientv3.WithIgnoreLease()); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rc)
+	if r.err != nil {
+		if !errors.Is(r.err, election.ErrSessionLost) {
+			t.Fatalf("c's Campaign = %v, want a Term that ends, or ErrSessionLost", r.err)
+		}
+		return
+	}
+	select {
+	case <-r.t.Done():
+	case <-time.After(patience):
+		t.Fatalf("c's Term on a forged record whose check failed did not end (check tried %d times); a's Term: %v", failed.Load(), ta.t.Err())
+	}
+	if err := r.t.Err(); !errors.Is(err, election.ErrSessionLost) {
+		t.Errorf("c's Term ended with %v, want ErrSessionLost", err)
+	}
+	if failed.Load() == 0 {
+		t.Errorf("the check never ran")
+	}
+	if err := ta.t.Err(); err != nil {
+		t.Errorf("the leader's Term ended: %v", err)
 	}
 }
