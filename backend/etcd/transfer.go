@@ -187,14 +187,18 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	if err != nil {
 		return failed(fmt.Errorf("queue key %s: %v", tkey, err))
 	}
-	rec := string(record.EncodeLeader(election.Options{ID: ld.ID, Priority: ld.Priority}, ld.Value, tkey))
+	to := election.Options{ID: ld.ID, Priority: ld.Priority}
+	rec := string(record.EncodeLeader(to, ld.Value, tkey))
+	touch := clientv3.OpPut(tkey, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())
+	// The target's queue record, naming the leadership key the transaction
+	// creates for it: the event of this put tells the target it leads.
+	mark := clientv3.OpPut(tkey, string(record.EncodeLeader(to, ld.Value, lkey)), clientv3.WithIgnoreLease())
+	put := clientv3.OpPut(lkey, rec, clientv3.WithLease(clientv3.LeaseID(target.Lease)))
 	var resp *clientv3.TxnResponse
-	handed := ""
 	// c's view of the reservation after it (next) may be behind: a
 	// transaction that fails on it alone reads the reservation in its
 	// Else and is made again, a few times at most.
 	for try := 0; ; try++ {
-		handed = ""
 		cmps := []clientv3.Cmp{
 			clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token).WithRange(after(c.lkey)), // c leads: its key is the first
 			clientv3.Compare(clientv3.CreateRevision(tkey), "=", target.CreateRevision),
@@ -202,11 +206,6 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 			clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
 		}
 		ops := []clientv3.Op{clientv3.OpDelete(c.lkey), clientv3.OpDelete(c.key)}
-		touch := clientv3.OpPut(tkey, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())
-		// The target's queue record, naming the leadership key the same
-		// transaction creates for it: the event of this put tells the
-		// target it leads.
-		mark := clientv3.OpPut(tkey, string(record.EncodeLeader(election.Options{ID: ld.ID, Priority: ld.Priority}, ld.Value, lkey)), clientv3.WithIgnoreLease())
 		switch {
 		case next.key == tkey:
 			// The target reserved after c: it leads on the deletion of
@@ -215,15 +214,11 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 			ops = append(ops, touch)
 		case next.lkey != "":
 			// Another candidate's reservation goes: the target leads next.
-			handed = lkey
 			cmps = append(cmps, emptyIn(after(c.lkey), next.lkey), emptyIn(after(next.lkey), e.lay.leadEnd))
-			ops = append(ops, clientv3.OpDelete(next.lkey))
+			ops = append(ops, clientv3.OpDelete(next.lkey), put, mark)
 		default:
-			handed = lkey
 			cmps = append(cmps, emptyIn(after(c.lkey), e.lay.leadEnd))
-		}
-		if handed != "" {
-			ops = append(ops, clientv3.OpPut(handed, rec, clientv3.WithLease(clientv3.LeaseID(target.Lease))), mark)
+			ops = append(ops, put, mark)
 		}
 		resp, err = e.cli.Txn(ctx).If(cmps...).Then(ops...).Else(e.lay.leadersOp()).Commit()
 		if err != nil {

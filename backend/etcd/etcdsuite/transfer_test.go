@@ -349,17 +349,7 @@ func TestForgedHandoverRecord(t *testing.T) {
 	qs := waitQueue(t, admin, name, 3) // by creation: a, b, c
 	settle(t, []*etcd.Elector{b, c})
 	awaitNextNoted(t, a) // b reserved
-	forge := func(id, qkey string) {
-		t.Helper()
-		// The name a hand-over gives its leadership key: its arrival's.
-		s := qkey[len(name+"/_c/"):]
-		lkey := name + "/_l/" + fmt.Sprintf("%016x", ^mustHex(t, s[16:32])) + s[32:]
-		o, _ := election.NewOptions(election.WithID(id))
-		if _, err := admin.Put(ctxT(t), qkey, string(record.EncodeLeader(o, nil, lkey)), clientv3.WithIgnoreLease()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	forge("c", qs[2])
+	forgeHandover(t, admin, name, "c", qs[2])
 	r := await(t, rc)
 	if r.err != nil && !errors.Is(r.err, election.ErrSessionLost) {
 		t.Fatalf("c's Campaign = %v, want a Term that ends, or ErrSessionLost", r.err)
@@ -383,7 +373,7 @@ func TestForgedHandoverRecord(t *testing.T) {
 			t.Errorf("c's Term ended with %v, want ErrSessionLost", err)
 		}
 	}
-	forge("b", qs[1])
+	forgeHandover(t, admin, name, "b", qs[1])
 	settle(t, []*etcd.Elector{b})
 	select {
 	case r := <-rb:
@@ -402,6 +392,20 @@ func TestForgedHandoverRecord(t *testing.T) {
 	}
 	if r := await(t, rb); r.err != nil || r.t.Token() <= ta.t.Token() {
 		t.Fatalf("b after a resigned: %v, %v", r.t, r.err)
+	}
+}
+
+// forgeHandover puts the queue key qkey of candidate id of election name
+// again, under its lease, with a record naming the leadership key a
+// hand-over would give it (named by its arrival), as a hand-over does, but
+// creates no such key: another client's forgery.
+func forgeHandover(t *testing.T, admin *clientv3.Client, name, id, qkey string) {
+	t.Helper()
+	s := qkey[len(name+"/_c/"):]
+	lkey := name + "/_l/" + fmt.Sprintf("%016x", ^mustHex(t, s[16:32])) + s[32:]
+	o, _ := election.NewOptions(election.WithID(id))
+	if _, err := admin.Put(ctxT(t), qkey, string(record.EncodeLeader(o, nil, lkey)), clientv3.WithIgnoreLease()); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -536,12 +540,7 @@ func TestForgedHandoverCheckFails(t *testing.T) {
 	rc := campaignAsync(ctxT(t), c)
 	qs := waitQueue(t, admin, name, 3) // by creation: a, b, c
 	settle(t, []*etcd.Elector{b, c})
-	s := qs[2][len(name+"/_c/"):]
-	lkey := name + "/_l/" + fmt.Sprintf("%016x", ^mustHex(t, s[16:32])) + s[32:]
-	o, _ := election.NewOptions(election.WithID("c"))
-	if _, err := admin.Put(ctxT(t), qs[2], string(record.EncodeLeader(o, nil, lkey)), clientv3.WithIgnoreLease()); err != nil {
-		t.Fatal(err)
-	}
+	forgeHandover(t, admin, name, "c", qs[2])
 	r := await(t, rc)
 	if r.err != nil {
 		if !errors.Is(r.err, election.ErrSessionLost) {
