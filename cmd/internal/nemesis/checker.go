@@ -40,14 +40,16 @@ const (
 func CheckValidTerms(h *History) Verdict { return CheckValidTermsGrace(h, 0) }
 
 // CheckValidTermsGrace is CheckValidTerms that lets one overlap pass: a
-// Term that begins while another client is removing the leader's key (an
-// operator fault in progress, or ended within grace) and overlaps a Term
-// that ended at most grace after the operator fault began. The old leader
+// Term that begins once another client has sent its request removing the
+// leader's key (an operator fault's Start, up to grace after its End) and
+// overlaps a Term that ended at most grace after the store answered that
+// request (the fault's Acked; its Start when Acked is 0). The old leader
 // and its successor learn of the removal from the same store event, and
 // nothing orders two processes' handling of it (see backend/etcd's doc,
 // "Other clients of the store"): such overlaps are counted and reported;
-// fencing is judged by the linearizability check. A longer overlap, or
-// one with no operator fault, is a violation as ever.
+// fencing is judged by the linearizability check. A longer overlap, one
+// whose old leader learned of the removal later, or one with no operator
+// fault, is a violation as ever.
 func CheckValidTermsGrace(h *History, grace time.Duration) Verdict {
 	v := Verdict{Name: NameValidTerms}
 	ts := Terms(h)
@@ -60,7 +62,8 @@ func CheckValidTermsGrace(h *History, grace time.Duration) Verdict {
 			return false
 		}
 		for _, f := range h.Faults {
-			if f.Kind == "operator" && f.Start <= u.Start && u.Start <= f.End+g && t.End-f.Start <= g && t.End >= f.Start {
+			acked := max(f.Acked, f.Start)
+			if f.Kind == "operator" && f.Start <= u.Start && u.Start <= f.End+g && t.End-acked <= g && t.End >= f.Start {
 				return true
 			}
 		}

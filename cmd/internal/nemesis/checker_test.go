@@ -498,6 +498,29 @@ func TestCheckValidTermsOperatorGrace(t *testing.T) {
 	if v := CheckValidTerms(h(504, op)); v.OK {
 		t.Errorf("CheckValidTerms (no grace) let an overlap pass: %s", v.Detail)
 	}
+	// The old leader learns of the removal from the event of the
+	// operator's request, so the grace counts from the store's answer to
+	// it: a leader that ended 130 ms after the request was sent but 30 ms
+	// after its answer passes; one that ended 130 ms after the answer, or
+	// 130 ms after a request with no answer timed, does not.
+	slow := Fault{Kind: "operator", Target: "revoke the leader's lease", Start: at(400), End: at(501), Acked: at(500)}
+	if v := CheckValidTermsGrace(h(530, slow), 100*time.Millisecond); !v.OK {
+		t.Errorf("a 28 ms overlap 30 ms after the operator's request was answered: %s", v.Detail)
+	}
+	slow.Acked = at(400)
+	if v := CheckValidTermsGrace(h(530, slow), 100*time.Millisecond); v.OK {
+		t.Errorf("an old leader that ended 130 ms after the operator's request was answered passed: %s", v.Detail)
+	}
+	slow.Acked = 0
+	if v := CheckValidTermsGrace(h(530, slow), 100*time.Millisecond); v.OK {
+		t.Errorf("an old leader that ended 130 ms after the operator's request, no answer timed, passed: %s", v.Detail)
+	}
+	// A successor elected before the operator's request was sent is not
+	// the operator's doing.
+	early := Fault{Kind: "operator", Target: "revoke the leader's lease", Start: at(503), End: at(504), Acked: at(504)}
+	if v := CheckValidTermsGrace(h(504, early), 100*time.Millisecond); v.OK {
+		t.Errorf("a successor elected before the operator's request passed: %s", v.Detail)
+	}
 }
 
 // A Term reported Ended (by its lease clock, before a hand-over) is over

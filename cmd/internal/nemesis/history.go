@@ -59,6 +59,10 @@ type Fault struct {
 	PID    int
 	Start  int64
 	End    int64
+	// Acked is, for an operator fault, the Mono instant the store answered
+	// the operator's one request that changed the election (Start is when
+	// it was sent); 0 when the fault has no such request.
+	Acked int64 `json:",omitempty"`
 }
 
 // History is everything a run produced.

@@ -268,6 +268,11 @@ func checkOperator(t *testing.T, cfg harness.Config) {
 	for _, f := range hist.Faults {
 		if f.Kind == harness.Operator {
 			faults++
+			// The P3 check's grace counts from the operator's request
+			// that changed the election: sent at Start, answered at Acked.
+			if f.Acked < f.Start || f.Start <= 0 || f.Acked > f.End {
+				t.Errorf("operator fault %q: Start %d, Acked %d, End %d: want 0 < Start <= Acked <= End", f.Target, f.Start, f.Acked, f.End)
+			}
 			// The action is the target's first three words.
 			w := strings.Fields(f.Target)
 			actions[strings.Join(w[:min(3, len(w))], " ")]++

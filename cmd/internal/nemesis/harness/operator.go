@@ -75,10 +75,14 @@ func (r *run) operator(ctx context.Context) error {
 	if ev, ok := r.reg.Leader(); !ok || ev.Candidate != leader || r.wasKilled(leader) {
 		return errBusy
 	}
-	start := mono.Now()
+	a := &act{}
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	what, undo, err := r.st.operator(octx, r.pickOf(ctx), leader)
+	what, undo, err := r.st.operator(octx, r.pickOf(ctx), leader, a)
 	cancel()
+	start := a.sent
+	if start == 0 {
+		start = mono.Now() // no request changed the election
+	}
 	if err != nil {
 		if undo != nil {
 			uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -95,16 +99,33 @@ func (r *run) operator(ctx context.Context) error {
 		err = undo(uctx)
 		cancel()
 	}
-	r.fault(nemesis.Fault{Kind: Operator, Target: what, Start: start, End: mono.Now()})
+	r.fault(nemesis.Fault{Kind: Operator, Target: what, Start: start, End: mono.Now(), Acked: a.acked})
 	r.logf("operator: %s (leader %q; undone after %v, err %v)", what, leader, d.Round(time.Millisecond), err)
 	return nil
 }
 
+// act times an operator's request that changes the election: the fault
+// begins when it is sent (the reads that find what to change come before,
+// and the connection an operator opens), and the store has done it by its
+// reply. The P3 check's grace counts from these instants.
+type act struct {
+	sent, acked int64 // Mono; 0 until do runs
+}
+
+// do sends one request that changes the election. Called again (a retry
+// on a conflict, which changed nothing), it times the last request.
+func (a *act) do(f func() error) error {
+	a.sent = mono.Now()
+	err := f()
+	a.acked = mono.Now()
+	return err
+}
+
 // etcd's operator actions.
-func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID string) (string, func(context.Context) error, error) {
+func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID string, a *act) (string, func(context.Context) error, error) {
 	action := rng.Intn(5)
 	if action == 2 || leaderID == "" {
-		_, err := s.cli.Delete(ctx, etcdElection+"/", clientv3.WithPrefix())
+		err := a.do(func() error { _, err := s.cli.Delete(ctx, etcdElection+"/", clientv3.WithPrefix()); return err })
 		return "delete the prefix " + etcdElection + "/", nil, err
 	}
 	if action == 4 {
@@ -115,7 +136,10 @@ func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID strin
 				clientv3.GetPrefixRangeEnd(etcdElection+"/"), clientv3.PermissionType(clientv3.PermReadWrite))
 			return err
 		}
-		_, err := s.cli.RoleRevokePermission(ctx, candidateRole, etcdElection+"/", clientv3.GetPrefixRangeEnd(etcdElection+"/"))
+		err := a.do(func() error {
+			_, err := s.cli.RoleRevokePermission(ctx, candidateRole, etcdElection+"/", clientv3.GetPrefixRangeEnd(etcdElection+"/"))
+			return err
+		})
 		return "revoke the candidates' permission on " + etcdElection + "/", undo, err
 	}
 	key, queued, lease, value, err := s.keyOf(ctx, leaderID)
@@ -125,13 +149,13 @@ func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID strin
 	switch action {
 	case 0:
 		if rng.Intn(2) == 0 {
-			_, err := s.cli.Delete(ctx, queued)
+			err := a.do(func() error { _, err := s.cli.Delete(ctx, queued); return err })
 			return "delete the leader's queue key " + queued, nil, err
 		}
-		_, err := s.cli.Delete(ctx, key)
+		err := a.do(func() error { _, err := s.cli.Delete(ctx, key); return err })
 		return "delete the leader key " + key, nil, err
 	case 1:
-		_, err := s.cli.Revoke(ctx, lease)
+		err := a.do(func() error { _, err := s.cli.Revoke(ctx, lease); return err })
 		return fmt.Sprintf("revoke the leader's lease %016x", int64(lease)), nil, err
 	default:
 		// Put again without a lease: the key never expires; the undo
@@ -141,7 +165,7 @@ func (s *etcdStore) operator(ctx context.Context, rng *rand.Rand, leaderID strin
 				Then(clientv3.OpDelete(key)).Commit()
 			return err
 		}
-		_, err := s.cli.Put(ctx, key, string(value))
+		err := a.do(func() error { _, err := s.cli.Put(ctx, key, string(value)); return err })
 		return "put the leader's key " + key + " again without its lease", undo, err
 	}
 }
@@ -167,7 +191,7 @@ func (s *etcdStore) keyOf(ctx context.Context, id string) (key, queued string, l
 }
 
 // ZooKeeper's operator actions.
-func (s *zkStore) operator(ctx context.Context, rng *rand.Rand, leaderID string) (string, func(context.Context) error, error) {
+func (s *zkStore) operator(ctx context.Context, rng *rand.Rand, leaderID string, a *act) (string, func(context.Context) error, error) {
 	conn, err := zktest.Connect(s.e.Addrs(), 4*time.Second)
 	if err != nil {
 		return "connect", nil, err
@@ -180,19 +204,22 @@ func (s *zkStore) operator(ctx context.Context, rng *rand.Rand, leaderID string)
 	case 0:
 		node, err := s.nodeOf(conn, leaderID)
 		if err == nil {
-			err = conn.Delete(node, -1)
+			err = a.do(func() error { return conn.Delete(node, -1) })
 		}
 		conn.Close()
 		return "delete the leader's node " + node, nil, err
 	case 1:
-		err := deleteAll(conn, zkElection)
+		err := a.do(func() error { return deleteAll(conn, zkElection) })
 		conn.Close()
 		return "delete the election path " + zkElection + " and its children", nil, err
 	case 2:
 		// A persistent node named like a candidate's, with sequence 0: it
 		// heads the order and never goes on its own.
 		name := fmt.Sprintf("%s/_c_%032x-cand-0000000000", zkElection, rng.Uint64())
-		_, err := conn.Create(name, []byte(`{"v":1,"id":"operator"}`), 0, gozk.WorldACL(gozk.PermAll))
+		err := a.do(func() error {
+			_, err := conn.Create(name, []byte(`{"v":1,"id":"operator"}`), 0, gozk.WorldACL(gozk.PermAll))
+			return err
+		})
 		undo := func(ctx context.Context) error {
 			defer conn.Close()
 			if err := conn.Delete(name, -1); err != nil && !errors.Is(err, gozk.ErrNoNode) {
@@ -220,7 +247,7 @@ func (s *zkStore) operator(ctx context.Context, rng *rand.Rand, leaderID string)
 			}
 			return err
 		}
-		_, err := conn.SetACL(zkElection, acl, -1)
+		err := a.do(func() error { _, err := conn.SetACL(zkElection, acl, -1); return err })
 		return "make " + zkElection + " read-only (setAcl)", undo, err
 	}
 }

@@ -39,7 +39,7 @@ type store interface {
 	// operator does one thing another client of the store can do to the
 	// election (see run.operator), and returns what it did and what undoes
 	// it (nil: nothing to undo).
-	operator(ctx context.Context, rng *rand.Rand, leaderID string) (what string, undo func(context.Context) error, err error)
+	operator(ctx context.Context, rng *rand.Rand, leaderID string, a *act) (what string, undo func(context.Context) error, err error)
 	// credentials returns the user and password candidates log in with;
 	// empty where the store has no authentication on.
 	credentials() (user, password string)

@@ -206,25 +206,27 @@ func (s *kubeStore) candidateLabel(ctx context.Context) (string, error) {
 // edit its holderIdentity (to nobody or to a waiting candidate) or its
 // renewTime, or take the candidates' RBAC permission away (undone by
 // granting it again).
-func (s *kubeStore) operator(ctx context.Context, rng *rand.Rand, leaderID string) (string, func(context.Context) error, error) {
+func (s *kubeStore) operator(ctx context.Context, rng *rand.Rand, leaderID string, a *act) (string, func(context.Context) error, error) {
 	leases := s.admin.CoordinationV1().Leases(KubeNamespace)
 	switch action := rng.Intn(5); action {
 	case 0:
-		err := leases.Delete(ctx, kubeElection, metav1.DeleteOptions{})
+		err := a.do(func() error { return leases.Delete(ctx, kubeElection, metav1.DeleteOptions{}) })
 		if apierrors.IsNotFound(err) {
 			err = nil
 		}
 		return "kubectl delete lease " + kubeElection + " (leader " + leaderID + ")", nil, err
 	case 4:
 		undo := func(ctx context.Context) error { return s.bind(ctx) }
-		err := s.admin.RbacV1().RoleBindings(KubeNamespace).Delete(ctx, kubeRole, metav1.DeleteOptions{})
+		err := a.do(func() error {
+			return s.admin.RbacV1().RoleBindings(KubeNamespace).Delete(ctx, kubeRole, metav1.DeleteOptions{})
+		})
 		if apierrors.IsNotFound(err) {
 			err = nil
 		}
 		return "delete the RoleBinding that lets the candidates use Leases (leader " + leaderID + ")", undo, err
 	default:
 		var what string
-		err := s.edit(ctx, func(l *coordinationv1.Lease) {
+		err := s.edit(ctx, a, func(l *coordinationv1.Lease) {
 			switch action {
 			case 1:
 				empty := ""
@@ -246,7 +248,7 @@ func (s *kubeStore) operator(ctx context.Context, rng *rand.Rand, leaderID strin
 
 // edit changes the Lease as kubectl edit does: read, change, update
 // conditional on the version read, again on a conflict.
-func (s *kubeStore) edit(ctx context.Context, change func(*coordinationv1.Lease)) error {
+func (s *kubeStore) edit(ctx context.Context, a *act, change func(*coordinationv1.Lease)) error {
 	leases := s.admin.CoordinationV1().Leases(KubeNamespace)
 	for {
 		l, err := leases.Get(ctx, kubeElection, metav1.GetOptions{})
@@ -257,7 +259,7 @@ func (s *kubeStore) edit(ctx context.Context, change func(*coordinationv1.Lease)
 			return err
 		}
 		change(l)
-		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		err = a.do(func() error { _, err := leases.Update(ctx, l, metav1.UpdateOptions{}); return err })
 		if !apierrors.IsConflict(err) {
 			return err
 		}

@@ -142,7 +142,7 @@ func (s *pgStore) garbage(ctx context.Context, rng *rand.Rand) (func(context.Con
 // operator does what an operator's psql can do to the election's row:
 // delete it, truncate the table, mark the lease lapsed, or raise the
 // token so that it is nobody's.
-func (s *pgStore) operator(ctx context.Context, rng *rand.Rand, leaderID string) (string, func(context.Context) error, error) {
+func (s *pgStore) operator(ctx context.Context, rng *rand.Rand, leaderID string, op *act) (string, func(context.Context) error, error) {
 	actions := []struct{ what, sql string }{
 		{"DELETE of the election's row", "DELETE FROM election.elections WHERE name = $1"},
 		{"TRUNCATE of the elections", "TRUNCATE election.elections"},
@@ -150,12 +150,15 @@ func (s *pgStore) operator(ctx context.Context, rng *rand.Rand, leaderID string)
 		{"UPDATE of the token", "UPDATE election.elections SET token = token + 1000 WHERE name = $1"},
 	}
 	a := actions[rng.Intn(len(actions))]
-	var err error
-	if strings.Contains(a.sql, "$1") {
-		_, err = s.admin.Exec(ctx, a.sql, pgElection)
-	} else {
-		_, err = s.admin.Exec(ctx, a.sql)
-	}
+	err := op.do(func() error {
+		var err error
+		if strings.Contains(a.sql, "$1") {
+			_, err = s.admin.Exec(ctx, a.sql, pgElection)
+		} else {
+			_, err = s.admin.Exec(ctx, a.sql)
+		}
+		return err
+	})
 	return a.what + " (leader " + leaderID + ")", nil, err
 }
 
