@@ -46,7 +46,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		// Compare reads every key of its range: cheap while empty), and
 		// the Else reads only the first window (a write carries every
 		// branch, and etcd logs slow ones whole).
-		resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
+		resp, err := e.commit(c.ctx, true, newTxn().
 			If(append(ownCmps, emptyIn(f.from, e.lay.queueEnd))...).
 			Then(put).
 			Else(e.nearOps(c, f.from)...))
@@ -65,7 +65,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		func(lo, hi string) []clientv3.Op {
 			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(2))}
 		})
-	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
+	resp, err := e.commit(c.ctx, true, newTxn().
 		If(ownCmps...).
 		Then(nothingAbove).
 		Else(e.nearOps(c, f.from)...))
@@ -223,7 +223,7 @@ func (f *follower) reserve(leader, ahead *mvccpb.KeyValue) (*view, error) {
 		// one here.
 		above = clientv3.Compare(clientv3.CreateRevision(f.from), "=", ahead.CreateRevision).WithRange(e.lay.queueEnd)
 	}
-	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).If(
+	resp, err := e.commit(c.ctx, true, newTxn().If(
 		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", leader.CreateRevision).WithRange(e.lay.leadEnd),
 		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),

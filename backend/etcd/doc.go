@@ -32,7 +32,8 @@
 // with a limit (to count them), and a range Compare by reading every key
 // of it with its value; any sort order but key-ascending, or a revision
 // filter, also fetches every value. So the queue is read in windows above
-// one's key — 16 ranks (arrivals), then 16 times wider each (4,096 times
+// one's key — 16 ranks (arrivals), then 16 times wider each up to the
+// first that reaches past the earliest arrival possible (4,096 times
 // where only priorities differ), the last up to the queue's end — each
 // in a nested transaction that reads the next window only if this one is
 // empty: a read costs the keys of the
@@ -54,9 +55,14 @@
 // an election with no leader key and nothing queued above, the same
 // transaction also creates the leader key (the claim below, folded into
 // the create while the lease's last renewal is fresh, and only if the
-// arrival read found no leader key: the claim's windows are some 4 KB in
-// etcd's log, which a queue filling up behind a leader does without), so
-// the first candidate of an empty election leads in one write. Otherwise
+// arrival read found no leader key; it checks the first window and then
+// the rest of the queue in one Compare, where the queue above is short,
+// since every such create carries it into etcd's log, which etcd keeps in
+// memory), so the first candidate of an empty election leads in one
+// write. A create stands only if no leadership key is named for an
+// arrival at or after its own that would sort behind it (else the
+// arrival is read again): no candidate queued later sorts ahead of a
+// leader's queue key. Otherwise
 // the candidacy waits — parked, with no goroutine of its own: its watch is
 // an entry on the client's one shared watch stream, and a response, its
 // end or a poll runs it again — as follows:
@@ -159,10 +165,16 @@
 // Campaigns pile up in the member faster than it applies them, every
 // Session's renewals wait behind them (etcd v3.6 answers a renewal only
 // once it has applied what it committed), and the leases lapse under load
-// the member would have served in turn. Renewals and watches do not wait
-// in the limiter. A create that finds its Session's lease gone ends the
-// Session (ErrSessionLost) instead of retrying; one that finds its own
-// lease gone starts again with a new one.
+// the member would have served in turn. What waits goes together: the
+// requests queued of different elections (reads with reads, writes with
+// writes) go as one transaction, each a nested transaction with its own
+// Compares, so that one Raft entry, fsync and round trip serves up to 64
+// candidacies; at most 4 such batches of a client are in flight. A batch
+// etcd refuses whole (one election's keys not permitted, too many
+// operations) is sent again request by request. Renewals and watches do
+// not wait in the limiter. A create that finds its Session's lease gone
+// ends the Session (ErrSessionLost) instead of retrying; one that finds
+// its own lease gone starts again with a new one.
 //
 // # Resign, Close and errors
 //

@@ -357,11 +357,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	// the read runs beside the grant.
 	var outranked *mvccpb.KeyValue
 	readArrival := func() (int64, bool, *mvccpb.KeyValue, error) {
-		var resp *clientv3.GetResponse
-		err := e.limited(ctx, false, func() (err error) {
-			resp, err = e.cli.Get(ctx, e.lay.leader, clientv3.WithRange(e.lay.leadEnd), clientv3.WithLimit(2))
-			return err
-		})
+		resp, err := e.get(ctx, false, e.lay.leader, clientv3.WithRange(e.lay.leadEnd), clientv3.WithLimit(2))
 		if err != nil {
 			return 0, false, nil, err
 		}
@@ -461,11 +457,25 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	// which a queue filling up behind a leader does not need. If that
 	// leader goes before the create, the candidacy's goroutine claims.
 	//
-	// A leader key created after the arrival read fails the create (the
-	// arrival is read again): a leader whose own arrival read came at the
-	// same revision, and whose create took the leader key, would sort
-	// behind the new key, and the waiter just behind the leader's key
-	// would then be woken by its going as well as the head.
+	// A leadership key whose candidate may sort behind the new key fails
+	// the create (the arrival is read again): a leader whose own arrival
+	// read came at the same revision or later, and whose create took the
+	// leader key, would sort behind the new key, and the waiter just
+	// behind the leader's key would then be woken by its going as well as
+	// the head. A leadership key is named for a revision at or after its
+	// candidate's arrival (a claim's is its arrival), so the Compares are
+	// on names: none named for a later revision than c's arrival, nor for
+	// the same one with a lease and nonce that sort at or below c's. A
+	// burst's first candidate of an election claims while the others
+	// create, most of them after reading the same revision: the others'
+	// creates stand whenever the leader sorts ahead (before, every create
+	// that came after a claim made since its arrival read was made again:
+	// 22,000 of 30,000 in a burst of 10,000 elections × 3).
+	//
+	// A reservation of lower priority than c's made after the arrival
+	// read, which c's create did not delete, is deleted once c's key is
+	// there (the near read shows it): c is next, as if it had queued
+	// first.
 	sent, lead := s.fresh(e.o.Window())
 	lead = lead && !led
 	var from string
@@ -486,7 +496,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 			put := e.leaderPut(c)
 			then = append(then, clientv3.OpTxn(
 				[]clientv3.Cmp{e.lay.noLeader(), clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0)},
-				[]clientv3.Op{e.lay.nested(from, func() []clientv3.Op { return []clientv3.Op{put} }, func(string, string) []clientv3.Op { return nil })},
+				[]clientv3.Op{e.lay.firstAndRest(from, put)},
 				nil))
 		}
 	}
@@ -494,8 +504,9 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	var v *view
 	token := int64(0)
 	for {
-		resp, err := e.commit(ctx, false, e.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0), clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "<", seq+1).WithRange(e.lay.leadEnd)).
+		resp, err := e.commit(ctx, false, newTxn().
+			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0),
+				emptyIn(e.lay.leaderAt(seq), after(c.lkey)), emptyIn(e.lay.leaderAt(seq+1), e.lay.leadEnd)).
 			Then(then...).
 			Else(near...))
 		if err == nil && resp.Succeeded {
@@ -512,7 +523,11 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		}
 		if err == nil {
 			v = e.nearView(resp.Header.Revision, resp.Responses, from)
-			if v.own == nil && (v.leader != nil && v.leader.CreateRevision > seq || v.second != nil && v.second.CreateRevision > seq) {
+			behind := func(kv *mvccpb.KeyValue) bool {
+				n := string(kv.Key)
+				return n >= e.lay.leaderAt(seq) && n <= c.lkey || n >= e.lay.leaderAt(seq+1)
+			}
+			if v.own == nil && (v.leader != nil && behind(v.leader) || v.second != nil && behind(v.second)) {
 				lead, outranked = false, nil
 				if v.second != nil && e.outranks(v.second) {
 					outranked = v.second
@@ -562,6 +577,16 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 			default:
 			}
 			return nil, err
+		}
+	}
+	if r := v.second; r != nil && r.CreateRevision > seq && e.outranks(r) {
+		// A reservation of lower priority made after the arrival read:
+		// c goes first.
+		_, err := e.commit(ctx, false, newTxn().
+			If(clientv3.Compare(clientv3.ModRevision(string(r.Key)), "=", r.ModRevision)).
+			Then(clientv3.OpDelete(string(r.Key))))
+		if err != nil {
+			e.retryLog(c, "deleting a reservation of lower priority than "+c.key, err)
 		}
 	}
 	e.mu.Lock()
@@ -811,7 +836,7 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 			then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(next.key), "=", next.lease)},
 				[]clientv3.Op{clientv3.OpPut(next.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}, nil))
 		}
-		_, err = e.commit(ctx, true, e.cli.Txn(ctx).If(lcmp).Then(then...).Else(orElse...))
+		_, err = e.commit(ctx, true, newTxn().If(lcmp).Then(then...).Else(orElse...))
 		if err == nil {
 			e.mu.Lock()
 			c.keyGone = true

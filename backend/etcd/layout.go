@@ -131,6 +131,12 @@ func (l layout) leaderKey(rev int64, qkey string) string {
 	return fmt.Sprintf("%s%016x%s", l.leader, uint64(rev), qkey[len(l.queue)+32:])
 }
 
+// leaderAt is the first name a leadership key named for revision rev can
+// have: every leadership key named for rev or later sorts at or after it.
+func (l layout) leaderAt(rev int64) string {
+	return fmt.Sprintf("%s%016x", l.leader, uint64(rev))
+}
+
 // leaderLease returns the lease a leadership key's name carries, or an
 // error saying why key is not a leadership key of this layout.
 func (l layout) leaderLease(key string) (int64, error) {
@@ -309,8 +315,11 @@ func malformed(kv *mvccpb.KeyValue, err error) *MalformedKeyError {
 // of 4,096 there read tens of thousands of keys, values and all, in a
 // queue of 100,000: a profile of the member showed its Compares taking a
 // third of its time); beyond, where only priorities differ, 4,096 times.
-// A read walks at most 17 windows: transactions stay small (a claim is a
-// write, and etcd logs a slow request whole).
+// A read walks at most 17 windows, and the arrival windows stop at the
+// first that reaches past the earliest arrival of the key's priority (a
+// key that arrived at revision 50,000 walks 5 of them, then the
+// priorities'): transactions stay small (a claim is a write, etcd logs a
+// slow request whole, and keeps its log in memory).
 var windowBits = func() []int {
 	var b []int
 	for i := 4; i <= 36; i += 4 {
@@ -347,16 +356,24 @@ func (l layout) windowEnds(from string, n int) []string {
 		return []string{l.queueEnd}
 	}
 	var ends []string
+	carried := false // an arrival window reached past the last arrival of from's priority
 	for _, b := range windowBits[:n] {
 		// rank + 2^b, as 128 bits (hi, lo); stop at overflow.
 		h, lw := hi, lo
 		if b < 64 {
+			if carried {
+				// The next priority's ranks up to this end are of
+				// arrivals no revision reaches: nothing but garbage
+				// can lie there, so the window joins the next one.
+				continue
+			}
 			var carry uint64
 			lw, carry = bits.Add64(lo, 1<<b, 0)
 			h, carry = bits.Add64(hi, 0, carry)
 			if carry != 0 {
 				break
 			}
+			carried = h != hi
 		} else {
 			var carry uint64
 			h, carry = bits.Add64(hi, 1<<(b-64), 0)
@@ -391,6 +408,25 @@ func (l layout) nested(from string, then func() []clientv3.Op, orElse func(lo, h
 		return clientv3.OpTxn([]clientv3.Cmp{emptyIn(lo, hi)}, next, orElse(lo, hi))
 	}
 	return build(0, from)
+}
+
+// firstAndRest is a transaction that runs then if nothing lies above from
+// (a queue key plus "\x00"), compared in two windows: the first window
+// above from, and the rest of the queue. It is the claim a queue key's
+// create carries when the arrival read found no leader: there the queue
+// above is short (a new election; the first arrivals of a burst, whose
+// claims stop at a first window that holds the others), and the claim is
+// in every such create's log entry, which etcd keeps in memory — eleven
+// windows were three quarters of a burst's create, two are a fifth. A
+// newcomer to a long queue whose leader's key is gone (its candidate next
+// in line not yet there) reads the keys above it once, values and all.
+func (l layout) firstAndRest(from string, then clientv3.Op) clientv3.Op {
+	first := l.firstWindow(from)
+	if first == l.queueEnd {
+		return clientv3.OpTxn([]clientv3.Cmp{emptyIn(from, first)}, []clientv3.Op{then}, nil)
+	}
+	rest := clientv3.OpTxn([]clientv3.Cmp{emptyIn(first, l.queueEnd)}, []clientv3.Op{then}, nil)
+	return clientv3.OpTxn([]clientv3.Cmp{emptyIn(from, first)}, []clientv3.Op{rest}, nil)
 }
 
 // aboveOp reads up to two keys (keys only) of the first non-empty window

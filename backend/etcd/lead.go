@@ -112,7 +112,7 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 			// The candidates above c, of higher priority (preemption).
 			ops = append(ops, clientv3.OpGet(after(c.key), clientv3.WithRange(e.lay.queueEnd)))
 		}
-		resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).Then(ops...))
+		resp, err := e.commit(c.ctx, true, newTxn().Then(ops...))
 		if err != nil {
 			if f.failed("checking the leader key", err) {
 				return 0, false

@@ -263,7 +263,7 @@ func (f *follower) checkHandover(token int64) bool {
 	// The count-only read makes the transaction linearizable: etcd serves
 	// one of Compares alone from the member it reaches, which may not
 	// have applied the hand-over yet.
-	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).
+	resp, err := e.commit(c.ctx, true, newTxn().
 		If(clientv3.Compare(clientv3.CreateRevision(lkey), "=", token), clientv3.Compare(clientv3.LeaseValue(lkey), "=", c.s.lease)).
 		Then(clientv3.OpGet(lkey, clientv3.WithCountOnly())))
 	switch {
@@ -296,7 +296,7 @@ func (f *follower) claimHandoff() (*view, int64, time.Time, error) {
 	if err != nil {
 		return nil, 0, time.Time{}, err
 	}
-	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).If(
+	resp, err := e.commit(c.ctx, true, newTxn().If(
 		e.lay.noLeader(),
 		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
@@ -322,7 +322,7 @@ func (f *follower) dropStaleTransfer(kv *mvccpb.KeyValue) bool {
 	if named := string(kv.Value); strings.HasPrefix(named, e.lay.queue) {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(named), "=", 0))
 	}
-	resp, err := e.commit(c.ctx, true, e.cli.Txn(c.ctx).If(cmps...).Then(clientv3.OpDelete(e.lay.transfer)))
+	resp, err := e.commit(c.ctx, true, newTxn().If(cmps...).Then(clientv3.OpDelete(e.lay.transfer)))
 	if err != nil {
 		f.failed("deleting a stale hand-over key", err)
 		return false

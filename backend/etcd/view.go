@@ -135,7 +135,7 @@ func (e *Elector) look(ctx context.Context, c *candidacy, from string, floor int
 			e.reads.Add(1)
 		}
 		lagged = false
-		resp, err := e.commit(ctx, true, e.cli.Txn(ctx).Then(e.lookOps(c, from, floor > 0)...))
+		resp, err := e.commit(ctx, true, newTxn().Then(e.lookOps(c, from, floor > 0)...))
 		if err != nil {
 			return nil, err
 		}

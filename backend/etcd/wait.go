@@ -675,7 +675,7 @@ func (f *follower) deleteUnleasedLeader(kv *mvccpb.KeyValue) {
 func (f *follower) deleteUnleased(key string, kv *mvccpb.KeyValue, what string) {
 	e := f.e
 	e.log.Warn("etcd election: deleting "+what+" without a lease; this package never writes one", "key", string(kv.Key), "mod_revision", kv.ModRevision)
-	_, err := e.commit(f.c.ctx, true, e.cli.Txn(f.c.ctx).
+	_, err := e.commit(f.c.ctx, true, newTxn().
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision), clientv3.Compare(clientv3.LeaseValue(key), "=", 0)).
 		Then(clientv3.OpDelete(key)))
 	if err != nil {

@@ -4,15 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
+	"github.com/electkit/election/internal/rig/embedetcd"
+	"github.com/electkit/election/internal/rig/etcdtest"
 )
 
 // requestCount counts what a client sends: each unary request and each
@@ -22,10 +30,46 @@ type requestCount struct {
 	sent     atomic.Int64
 	inFlight atomic.Int64
 	most     atomic.Int64
+
+	// Batches: transactions that carry requests of several elections.
+	batches, batched atomic.Int64 // batches, and the requests in them
+	mu               sync.Mutex
+	mixed            []string        // batches that held two requests of one election (a fault)
+	tops             map[string]bool // the first segments of a batch's elections, joined: "/no /ok"
 }
 
 func (r *requestCount) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	r.sent.Add(1)
+	if t, ok := req.(*pb.TxnRequest); ok && len(t.Compare) == 0 && len(t.Failure) == 0 && len(t.Success) > 1 {
+		// A batch: operations of several elections (one request's
+		// own operations, without Compares, are all of its election).
+		seen, twice := map[string]bool{}, ""
+		for _, op := range t.Success {
+			name := electionOf(op)
+			if seen[name] {
+				twice = name
+			}
+			seen[name] = true
+		}
+		if len(seen) > 1 {
+			r.batches.Add(1)
+			r.batched.Add(int64(len(t.Success)))
+			tops := map[string]bool{}
+			for name := range seen {
+				top, _, _ := strings.Cut(strings.TrimPrefix(name, "/"), "/")
+				tops["/"+top] = true
+			}
+			r.mu.Lock()
+			if twice != "" {
+				r.mixed = append(r.mixed, fmt.Sprintf("%d requests, two of election %q", len(t.Success), twice))
+			}
+			if r.tops == nil {
+				r.tops = map[string]bool{}
+			}
+			r.tops[strings.Join(slices.Sorted(maps.Keys(tops)), " ")] = true
+			r.mu.Unlock()
+		}
+	}
 	n := r.inFlight.Add(1)
 	defer r.inFlight.Add(-1)
 	for m := r.most.Load(); n > m && !r.most.CompareAndSwap(m, n); m = r.most.Load() {
@@ -41,6 +85,34 @@ func (r *requestCount) stream(ctx context.Context, desc *grpc.StreamDesc, cc *gr
 	return &countedSends{ClientStream: s, r: r}, nil
 }
 
+// electionOf returns the election a request of a batch is of: the name
+// before the first "/_" segment of the first key it compares or reads (or
+// before its last segment, for the reads of the previous layout's keys).
+func electionOf(op *pb.RequestOp) string {
+	var key []byte
+	switch {
+	case op.GetRequestRange() != nil:
+		key = op.GetRequestRange().Key
+	case op.GetRequestTxn() != nil:
+		t := op.GetRequestTxn()
+		switch {
+		case len(t.Compare) > 0:
+			key = t.Compare[0].Key
+		case len(t.Success) > 0:
+			return electionOf(t.Success[0])
+		}
+	case op.GetRequestPut() != nil:
+		key = op.GetRequestPut().Key
+	case op.GetRequestDeleteRange() != nil:
+		key = op.GetRequestDeleteRange().Key
+	}
+	if name, _, ok := strings.Cut(string(key), "/_"); ok {
+		return name
+	}
+	// A read of where the previous layout kept its keys: N/0…, N/a….
+	return string(key[:max(0, strings.LastIndexByte(string(key), '/'))])
+}
+
 type countedSends struct {
 	grpc.ClientStream
 	r *requestCount
@@ -49,6 +121,65 @@ type countedSends struct {
 func (s *countedSends) SendMsg(m any) error {
 	s.r.sent.Add(1)
 	return s.ClientStream.SendMsg(m)
+}
+
+// With etcd auth on, a user allowed one election's keys and not
+// another's campaigns in both at once on one client: requests of both
+// elections go in batches (the limiter queues them together), and etcd
+// refuses a batch whole when one of its requests may not be made. Each
+// request then goes alone: every allowed election leads, every refused
+// Campaign returns the permission error, and no batch holds two requests
+// of one election.
+func TestBatchRefusedForOneElection(t *testing.T) {
+	const allowed, refused = 150, 30
+	srv := etcdtest.New(t, embedetcd.Config{BcryptCost: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*patience)
+	defer cancel()
+	root := etcdtest.Client(t, srv.Endpoints())
+	if err := embedetcd.EnableAuth(ctx, root, "rootpw"); err != nil {
+		t.Fatal(err)
+	}
+	admin := etcdtest.Client(t, srv.Endpoints(), func(c *clientv3.Config) { c.Username, c.Password = "root", "rootpw" })
+	if err := embedetcd.AddUser(ctx, admin, "sched", "pw", "/ok/"); err != nil {
+		t.Fatal(err)
+	}
+	count := new(requestCount)
+	cli := etcdtest.Client(t, srv.Endpoints(), func(c *clientv3.Config) {
+		c.Username, c.Password = "sched", "pw"
+		c.DialOptions = append(c.DialOptions, grpc.WithChainUnaryInterceptor(count.unary))
+	})
+	s := newSession(t, cli, election.WithTTL(10*time.Second))
+	var es []*etcd.Elector
+	for i := range allowed + refused {
+		name := fmt.Sprintf("/ok/%d", i)
+		if i%6 == 5 {
+			name = fmt.Sprintf("/no/%d", i)
+		}
+		es = append(es, onSession(t, s, name, "a"))
+	}
+	results := make([]<-chan result, len(es))
+	for i, e := range es {
+		results[i] = campaignAsync(ctx, e)
+	}
+	for i, ch := range results {
+		r := await(t, ch)
+		switch name := es[i].Name(); {
+		case strings.HasPrefix(name, "/ok/") && r.err != nil:
+			t.Errorf("%s: %v", name, r.err)
+		case strings.HasPrefix(name, "/no/") && !errors.Is(r.err, rpctypes.ErrPermissionDenied):
+			t.Errorf("%s: Campaign returned %v, %v; want the permission error", name, r.t, r.err)
+		}
+	}
+	for _, m := range count.mixed {
+		t.Errorf("a batch held two requests of one election: %s", m)
+	}
+	t.Logf("%d batches of %.1f requests on average", count.batches.Load(), float64(count.batched.Load())/float64(max(count.batches.Load(), 1)))
+	if !count.tops["/no /ok"] {
+		t.Errorf("no batch held requests of both elections' prefixes (batches of %v)", count.tops)
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("the Session ended: %v", err)
+	}
 }
 
 // A service with a leader per shard starts a Campaign per shard, all at
@@ -68,8 +199,8 @@ func TestBurstOfElectionsOnSessions(t *testing.T) {
 	const (
 		n           = 300
 		clients     = 3
-		perElection = 20 // requests sent per election, at most
-		inFlight    = 40 // unary requests in flight per client, at most: the limiter's 32 and a few others
+		perElection = 8  // requests sent per election, at most (concurrency.Election: 8)
+		inFlight    = 44 // unary requests in flight per client, at most: the limiter's 32 alone and 4 batches, and a few others
 	)
 	eps := startEtcd(t)
 	counts := make([]*requestCount, clients)
@@ -170,6 +301,17 @@ func TestBurstOfElectionsOnSessions(t *testing.T) {
 	}
 	if most > inFlight {
 		t.Errorf("a client had %d requests in flight at once, want at most %d", most, inFlight)
+	}
+	var batches, batched int64
+	for _, c := range counts {
+		batches, batched = batches+c.batches.Load(), batched+c.batched.Load()
+		for _, m := range c.mixed {
+			t.Errorf("a batch held two requests of one election: %s", m)
+		}
+	}
+	t.Logf("%d batches of %.1f requests on average", batches, float64(batched)/float64(max(batches, 1)))
+	if batches == 0 {
+		t.Error("no batch was sent: every queued request went alone")
 	}
 	for _, s := range sessions {
 		if err := s.Err(); err != nil {
