@@ -53,8 +53,10 @@ type Elector struct {
 	mu      sync.Mutex
 	closed  bool
 	cand    *candidacy
-	queuing *candidacy   // being queued (queue), not yet cand: Close halts it
-	pending []*candidacy // ended, but their keys or lease not yet released
+	queuing *candidacy // being queued (queue), not yet cand: Close halts it
+	// stopQueue ends queue's requests and waits: Close calls it.
+	stopQueue context.CancelFunc
+	pending   []*candidacy // ended, but their keys or lease not yet released
 	// releasing is closed when the goroutine releasing the pending
 	// candidacies for Campaign (releasePending) is done; nil when none runs.
 	releasing chan struct{}
@@ -323,19 +325,27 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	}
 	// queue is one of the Elector's goroutines while it runs: Close waits
 	// for it (a lease granted as Close begins is closed, not left with
-	// its renewals), and ends it (e.bg) if it has not ended on its own.
+	// its renewals), and ends it (stopQueue) if it has not ended on its
+	// own. Not through an AfterFunc of e.bg: the map of children that
+	// gives the Elector's context stays with it for good, and a process
+	// may hold thousands of Electors. A closed client fails the requests
+	// at once, which ends it too.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return nil, election.ErrClosed
 	}
 	e.wg.Add(1)
+	e.stopQueue = cancel
 	e.mu.Unlock()
-	defer e.wg.Done()
-	ctx, cancel := context.WithCancel(ctx)
-	defer context.AfterFunc(e.cli.Ctx(), cancel)()
-	defer context.AfterFunc(e.bg, cancel)()
-	defer cancel()
+	defer func() {
+		e.mu.Lock()
+		e.stopQueue = nil
+		e.mu.Unlock()
+		e.wg.Done()
+	}()
 	retry := func(what string, err error) error {
 		if ctx.Err() != nil || e.isFinal(err) || errors.Is(err, election.ErrSessionLost) {
 			if errors.Is(err, election.ErrSessionLost) {
@@ -1019,10 +1029,13 @@ func (e *Elector) Close() error {
 		e.pending = append(e.pending, c)
 	}
 	releasing := e.releasing
-	queuing := e.queuing
+	queuing, stopQueue := e.queuing, e.stopQueue
 	e.mu.Unlock()
 	if queuing != nil {
 		queuing.halt() // its create ends; queue releases what it made
+	}
+	if stopQueue != nil {
+		stopQueue()
 	}
 	if c != nil {
 		e.end(c, election.ErrClosed)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -114,9 +113,19 @@ type call struct {
 	resp   *pb.ResponseOp
 	err    error
 
+	batch *batchLife    // the batch it is in, once sent (guarded by limiter.mu)
 	ready chan struct{} // closed when the call is granted a slot or its batch is done
 	state callState     // guarded by limiter.mu
 	el    *list.Element // its place in a queue while queued
+}
+
+// batchLife ends a batch's request once no request in it waits for it
+// (each call's ctx ended), without a context.AfterFunc on each call's
+// context: those are a candidacy's, and the map of children an AfterFunc
+// gives a context stays with it for good.
+type batchLife struct {
+	live   int // calls still waiting (guarded by limiter.mu)
+	cancel context.CancelFunc
 }
 
 type callState uint8
@@ -194,6 +203,11 @@ func (l *limiter) do(c *call) error {
 			return c.ctx.Err()
 		case callBatched:
 			c.state = callGone
+			if b := c.batch; b != nil {
+				if b.live--; b.live == 0 {
+					b.cancel() // no one waits for the batch any longer
+				}
+			}
 			l.mu.Unlock()
 			return c.ctx.Err()
 		case callGranted:
@@ -337,18 +351,28 @@ func (l *limiter) sendBatch(b []*call) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	defer context.AfterFunc(l.cli.Ctx(), cancel)()
-	var live atomic.Int32
-	live.Store(int32(len(b)))
+	// A call whose ctx ended before the batch went is left out, as it
+	// would not have been sent alone.
+	life := &batchLife{cancel: cancel}
+	l.mu.Lock()
+	sent := b[:0]
+	for _, c := range b {
+		if c.state == callBatched {
+			c.batch = life
+			life.live++
+			sent = append(sent, c)
+		}
+	}
+	l.mu.Unlock()
+	b = sent
+	if len(b) == 0 {
+		return
+	}
 	ops := make([]clientv3.Op, len(b))
 	cost := 0
 	for i, c := range b {
 		ops[i] = c.op
 		cost = max(cost, c.cost)
-		defer context.AfterFunc(c.ctx, func() {
-			if live.Add(-1) == 0 {
-				cancel()
-			}
-		})()
 	}
 	resp, err := l.cli.Txn(ctx).Then(ops...).Commit()
 	if err == nil && len(resp.Responses) != len(b) {
