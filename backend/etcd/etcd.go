@@ -489,15 +489,15 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	sent, lead := s.fresh(e.o.Window())
 	lead = lead && !led
 	var from string
-	var near, then []clientv3.Op
+	var orElse, then []clientv3.Op
 	arrive := func(at int64) {
 		seq = at
 		c.key = e.lay.queueKey(e.o.Priority, seq, s.lease, nonce)
 		c.seq, c.lkey = seq, e.lay.leaderKey(seq, c.key)
 		c.leaderRec = string(record.EncodeLeader(e.o, e.o.Value, c.key))
 		from = after(c.key)
-		near = e.nearOps(c, from)
-		then = append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, near...)
+		orElse = e.createElseOps(c)
+		then = append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, e.createOps(from)...)
 		if r := outranked; r != nil {
 			then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(r.Key)), "=", r.ModRevision)},
 				[]clientv3.Op{clientv3.OpDelete(string(r.Key))}, nil))
@@ -518,10 +518,11 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0),
 				emptyIn(e.lay.leaderAt(seq), after(c.lkey)), emptyIn(e.lay.leaderAt(seq+1), e.lay.leadEnd)).
 			Then(then...).
-			Else(near...))
+			Else(orElse...))
 		if err == nil && resp.Succeeded {
 			c.rev = resp.Header.Revision
-			v = e.nearView(resp.Header.Revision, resp.Responses[1:], from)
+			own := &mvccpb.KeyValue{Key: []byte(c.key), CreateRevision: c.rev, ModRevision: c.rev, Version: 1, Lease: int64(s.lease)}
+			v = e.createView(resp.Header.Revision, resp.Responses[1:], from, own)
 			if lead {
 				if t := resp.Responses[len(resp.Responses)-1].GetResponseTxn(); t != nil && t.Succeeded && len(t.Responses) == 1 {
 					if _, claimed, _ := walkNested(t.Responses[0]); claimed {
@@ -532,7 +533,11 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 			break
 		}
 		if err == nil {
-			v = e.nearView(resp.Header.Revision, resp.Responses, from)
+			v = &view{rev: resp.Header.Revision}
+			if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				v.own = kvs[0]
+			}
+			v.leader, v.second = leaders(resp.Responses[1])
 			behind := func(kv *mvccpb.KeyValue) bool {
 				n := string(kv.Key)
 				return n >= e.lay.leaderAt(seq) && n <= c.lkey || n >= e.lay.leaderAt(seq+1)
@@ -555,7 +560,8 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 				err = fmt.Errorf("creating key %s %s", c.key, what)
 				v = nil
 			} else {
-				c.rev = v.own.CreateRevision
+				// An earlier try's key: c's goroutine reads the queue.
+				c.rev, v = v.own.CreateRevision, nil
 				break
 			}
 		}
@@ -589,7 +595,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 			return nil, err
 		}
 	}
-	if r := v.second; r != nil && r.CreateRevision > seq && e.outranks(r) {
+	if r := secondOf(v); r != nil && r.CreateRevision > seq && e.outranks(r) {
 		// A reservation of lower priority made after the arrival read:
 		// c goes first.
 		_, err := e.commit(ctx, false, newTxn().
@@ -609,7 +615,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	// Nothing in the first window: with a leader, the goroutine reads on
 	// for the key ahead; with none (most likely an empty election) it
 	// tries to lead at once, and the claim checks every window.
-	if len(v.above) == 0 && !v.last && v.leader != nil {
+	if v != nil && len(v.above) == 0 && !v.last && v.leader != nil {
 		v = nil
 	}
 	e.cand = c
@@ -617,6 +623,14 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	go e.follow(c, v, token, sent)
 	e.mu.Unlock()
 	return c, nil
+}
+
+// secondOf is v's second leadership key, or nil.
+func secondOf(v *view) *mvccpb.KeyValue {
+	if v == nil {
+		return nil
+	}
+	return v.second
 }
 
 // nextUp is the candidate that reserved the leadership after a leader's:

@@ -60,6 +60,50 @@ func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
 	}
 }
 
+// createOps is what a queue key's create reads once it has put the key:
+// nearOps but for the key itself, which the create made (its Else reads
+// the key and the leadership keys alone: createElseOps). A create's
+// operations are in etcd's log, which it keeps in memory, and a burst
+// holds tens of thousands of them.
+func (e *Elector) createOps(from string) []clientv3.Op {
+	return []clientv3.Op{
+		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(2)),
+		e.lay.leadersOp(),
+		clientv3.OpGet(e.lay.transfer),
+	}
+}
+
+// createElseOps is what a create reads when it fails: c's key (an earlier
+// try's, whose reply was lost) and the leadership keys (one whose
+// candidate sorts behind c's arrival fails it).
+func (e *Elector) createElseOps(c *candidacy) []clientv3.Op {
+	return []clientv3.Op{clientv3.OpGet(c.key), e.lay.leadersOp()}
+}
+
+// createView reads the responses of createOps(from) after the create of
+// c's key, own, at rev.
+func (e *Elector) createView(rev int64, rs []*pb.ResponseOp, from string, own *mvccpb.KeyValue) *view {
+	v := &view{rev: rev, own: own, last: e.lay.firstWindow(from) == e.lay.queueEnd}
+	v.above = rs[0].GetResponseRange().GetKvs()
+	v.leader, v.second = leaders(rs[1])
+	if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		v.transfer = kvs[0]
+	}
+	return v
+}
+
+// leaders returns the first two leadership keys a leadersOp read.
+func leaders(r *pb.ResponseOp) (first, second *mvccpb.KeyValue) {
+	kvs := r.GetResponseRange().GetKvs()
+	if len(kvs) > 0 {
+		first = kvs[0]
+	}
+	if len(kvs) > 1 {
+		second = kvs[1]
+	}
+	return first, second
+}
+
 // nearView reads the responses of nearOps(c, from). Its above holds keys
 // of the first window only: empty, it says nothing of the windows beyond
 // unless the first is the last.
