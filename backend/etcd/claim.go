@@ -208,7 +208,7 @@ func (f *follower) ownLeadership(kv *mvccpb.KeyValue) bool {
 // ahead, the leader's queue key (nil: nothing). The key is named with a
 // revision at or above the leader's token, so that it sorts after the
 // leader's (layout.leaderKey), and its create revision is the token of
-// c's Term. It returns the view of its Else if it fails; nil once c
+// c's Term. It returns a read of the queue if it fails; nil once c
 // reserved (f.res).
 func (f *follower) reserve(leader, ahead *mvccpb.KeyValue) (*view, error) {
 	e, c, s := f.e, f.c, f.c.s
@@ -229,8 +229,7 @@ func (f *follower) reserve(leader, ahead *mvccpb.KeyValue) (*view, error) {
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
 		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
 		above,
-	).Then(clientv3.OpPut(name, c.leaderRec, clientv3.WithLease(s.lease))).
-		Else(e.nearOps(c, f.from)...))
+	).Then(clientv3.OpPut(name, c.leaderRec, clientv3.WithLease(s.lease))))
 	if err != nil {
 		return nil, err
 	}
@@ -238,14 +237,16 @@ func (f *follower) reserve(leader, ahead *mvccpb.KeyValue) (*view, error) {
 		f.res, f.resFailed = &reservation{older: string(leader.Key), token: resp.Header.Revision}, 0
 		return nil, nil
 	}
-	v := e.nearView(resp.Header.Revision, resp.Responses, f.from)
-	if v.own != nil && !v.last {
-		// Keys above c beyond the first window, perhaps: read them all.
+	// Refused: a read says why (etcd logs a write's reads too, and most
+	// reservations stand).
+	v, err := e.look(c.ctx, c, f.from, resp.Header.Revision)
+	if err != nil {
+		return nil, err
+	}
+	if v.own != nil && e.lay.firstWindow(f.from) != e.lay.queueEnd {
+		// Keys above c beyond the first window, perhaps: the next
+		// reservation behind this leader needs a read of them all.
 		f.resFailed = leader.CreateRevision
-		var err error
-		if v, err = e.look(c.ctx, c, f.from, resp.Header.Revision); err != nil {
-			return nil, err
-		}
 	}
 	return v, nil
 }

@@ -166,27 +166,103 @@ func (e *Elector) oldLayout(kv *mvccpb.KeyValue) bool {
 	return err == nil
 }
 
-// look reads the queue above from. Right after the watch reported a
-// deletion at revision floor > 0, a serializable read is tried first and
-// used only if the member that answered had applied the deletion;
-// otherwise it is done again, linearizably. What it decides is checked
-// again by the transaction that creates the leader key, so a read of a
-// committed state at or after the deletion is enough, and spares a round
-// of Raft heartbeats (ReadIndex) on the handover's path.
+// look reads the queue above from. It reads the windows two at a time in
+// transactions of ranges alone, which etcd serves as reads (no Raft
+// entry, nothing in its log), for up to quickReads of them; only when
+// those windows are empty and the queue goes on does it walk the rest, in
+// nested transactions, which etcd makes a write (a transaction with one
+// nested is logged whole, however read-only). Right after the watch
+// reported a deletion at revision floor > 0, a serializable read is tried
+// first and used only if the member that answered had applied the
+// deletion; otherwise it is done again, linearizably. What it decides is
+// checked again by the transaction that creates the leader key, so a read
+// of a committed state at or after the deletion is enough, and spares a
+// round of Raft heartbeats (ReadIndex) on the handover's path.
 func (e *Elector) look(ctx context.Context, c *candidacy, from string, floor int64) (*view, error) {
-	for lagged := false; ; {
-		if !lagged {
-			e.reads.Add(1)
-		}
-		lagged = false
-		resp, err := e.commit(ctx, true, newTxn().Then(e.lookOps(c, from, floor > 0)...))
+	e.reads.Add(1)
+	lo := from
+	ends := e.lay.windowEnds(from, 2*quickReads)
+	for i := 0; i < quickReads && lo != e.lay.queueEnd; i++ {
+		w1 := ends[min(2*i, len(ends)-1)]
+		w2 := ends[min(2*i+1, len(ends)-1)]
+		resp, err := e.commit(ctx, true, newTxn().Then(e.quickOps(c, lo, w1, w2, floor > 0)...))
 		if err != nil {
 			return nil, err
 		}
 		if floor > 0 && resp.Header.Revision < floor {
-			floor, lagged = 0, true // that member lags behind the deletion: read linearizably
+			floor, i = 0, i-1 // that member lags behind the deletion: read linearizably
 			continue
 		}
-		return e.parseView(resp.Header.Revision, resp.Responses, from), nil
+		if v, ok := e.quickView(resp.Header.Revision, resp.Responses, w1, w2); ok {
+			return v, nil
+		}
+		lo = w2
 	}
+	resp, err := e.commit(ctx, true, newTxn().Then(e.lookOps(c, lo, false)...))
+	if err != nil {
+		return nil, err
+	}
+	return e.parseView(resp.Header.Revision, resp.Responses, lo), nil
+}
+
+// quickReads is how many reads of two windows each look makes before it
+// walks the rest in a write: in a queue filling up the key ahead is most
+// often in the first window, and its reads count the keys of the windows
+// they read (etcd counts every key of a range, limit or not), while a
+// burst of elections started at once spreads the arrivals of one
+// election's candidates over hundreds of revisions.
+const quickReads = 2
+
+// quickOps reads what lookOps does, with the windows [from, w1) and [w1,
+// w2) for aboveOp's walk: ranges alone.
+func (e *Elector) quickOps(c *candidacy, from, w1, w2 string, serializable bool) []clientv3.Op {
+	opts := func(o ...clientv3.OpOption) []clientv3.OpOption {
+		if serializable {
+			o = append(o, clientv3.WithSerializable())
+		}
+		return o
+	}
+	return []clientv3.Op{
+		clientv3.OpGet(c.key, opts()...),
+		clientv3.OpGet(from, opts(clientv3.WithRange(w1), clientv3.WithLimit(2))...),
+		clientv3.OpGet(w1, opts(clientv3.WithRange(w2), clientv3.WithLimit(2))...),
+		e.lay.leadersOp(opts()...),
+		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1))...),
+		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1))...),
+		clientv3.OpGet(e.lay.transfer, opts()...),
+	}
+}
+
+// quickView reads the responses of quickOps(…, w1, w2, …); ok is false
+// when both windows are empty and the queue goes on past w2.
+func (e *Elector) quickView(rev int64, rs []*pb.ResponseOp, w1, w2 string) (v *view, ok bool) {
+	get := func(i int) []*mvccpb.KeyValue { return rs[i].GetResponseRange().GetKvs() }
+	v = &view{rev: rev}
+	switch {
+	case len(get(1)) > 0:
+		v.above, v.last = get(1), w1 == e.lay.queueEnd
+	case w1 == e.lay.queueEnd:
+		v.last = true
+	case len(get(2)) > 0:
+		v.above, v.last = get(2), w2 == e.lay.queueEnd
+	case w2 == e.lay.queueEnd:
+		v.last = true
+	default:
+		return nil, false
+	}
+	if kvs := get(0); len(kvs) > 0 {
+		v.own = kvs[0]
+	}
+	v.leader, v.second = leaders(rs[3])
+	if kvs := get(6); len(kvs) > 0 {
+		v.transfer = kvs[0]
+	}
+	for _, i := range []int{4, 5} {
+		for _, kv := range get(i) {
+			if e.oldLayout(kv) {
+				v.old = kv
+			}
+		}
+	}
+	return v, true
 }
