@@ -489,14 +489,13 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	sent, lead := s.fresh(e.o.Window())
 	lead = lead && !led
 	var from string
-	var orElse, then []clientv3.Op
+	var then []clientv3.Op
 	arrive := func(at int64) {
 		seq = at
 		c.key = e.lay.queueKey(e.o.Priority, seq, s.lease, nonce)
 		c.seq, c.lkey = seq, e.lay.leaderKey(seq, c.key)
 		c.leaderRec = string(record.EncodeLeader(e.o, e.o.Value, c.key))
 		from = after(c.key)
-		orElse = e.createElseOps(c)
 		then = append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, e.createOps(from)...)
 		if r := outranked; r != nil {
 			then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(r.Key)), "=", r.ModRevision)},
@@ -517,8 +516,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		resp, err := e.commit(ctx, false, newTxn().
 			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0),
 				emptyIn(e.lay.leaderAt(seq), after(c.lkey)), emptyIn(e.lay.leaderAt(seq+1), e.lay.leadEnd)).
-			Then(then...).
-			Else(orElse...))
+			Then(then...))
 		if err == nil && resp.Succeeded {
 			c.rev = resp.Header.Revision
 			own := &mvccpb.KeyValue{Key: []byte(c.key), CreateRevision: c.rev, ModRevision: c.rev, Version: 1, Lease: int64(s.lease)}
@@ -531,6 +529,11 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 				}
 			}
 			break
+		}
+		if err == nil {
+			// Refused: a read says why (a create's operations are in
+			// etcd's log, and most creates stand).
+			resp, err = e.commit(ctx, false, newTxn().Then(e.createElseOps(c)...))
 		}
 		if err == nil {
 			v = &view{rev: resp.Header.Revision}

@@ -61,10 +61,10 @@ func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
 }
 
 // createOps is what a queue key's create reads once it has put the key:
-// nearOps but for the key itself, which the create made (its Else reads
-// the key and the leadership keys alone: createElseOps). A create's
-// operations are in etcd's log, which it keeps in memory, and a burst
-// holds tens of thousands of them.
+// nearOps but for the key itself, which the create made (a refused create
+// reads the key and the leadership keys after it: createElseOps). A
+// create's operations are in etcd's log, which it keeps in memory, and a
+// burst holds tens of thousands of them.
 func (e *Elector) createOps(from string) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(2)),
@@ -73,9 +73,9 @@ func (e *Elector) createOps(from string) []clientv3.Op {
 	}
 }
 
-// createElseOps is what a create reads when it fails: c's key (an earlier
-// try's, whose reply was lost) and the leadership keys (one whose
-// candidate sorts behind c's arrival fails it).
+// createElseOps is what is read after a refused create: c's key (an
+// earlier try's, whose reply was lost) and the leadership keys (one whose
+// candidate sorts behind c's arrival refuses it).
 func (e *Elector) createElseOps(c *candidacy) []clientv3.Op {
 	return []clientv3.Op{clientv3.OpGet(c.key), e.lay.leadersOp()}
 }
