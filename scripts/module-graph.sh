@@ -286,8 +286,12 @@ elect=$("$tmp/bin/elect" --version 2>&1) || {
 	echo "FAIL: elect --version printed $elect, want elect $version" >&2
 	exit 1
 }
-"$tmp/bin/elect" --help 2>&1 | grep -q '^Usage:' || {
-	echo "FAIL: elect --help printed no usage" >&2
+# Read whole before it is searched: grep -q stops at the first match, and
+# the rest of the usage written to a closed pipe kills elect with SIGPIPE,
+# which pipefail would take for a failure.
+help=$("$tmp/bin/elect" --help 2>&1) || true
+grep -q '^Usage:' <<<"$help" || {
+	echo "FAIL: elect --help printed no usage: $help" >&2
 	exit 1
 }
 
