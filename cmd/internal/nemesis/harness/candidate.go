@@ -14,6 +14,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
@@ -522,12 +523,7 @@ func RunCandidate(ctx context.Context, cfg CandidateConfig) error {
 	var e election.Elector
 	switch cfg.Backend {
 	case "etcd":
-		cli, err := clientv3.New(clientv3.Config{
-			Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second,
-			DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second,
-			Username: cfg.Username, Password: cfg.Password,
-			Logger: zap.NewNop(),
-		})
+		cli, err := connectEtcd(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("etcd at %s: %w", strings.Join(cfg.Endpoints, ","), err)
 		}
@@ -767,4 +763,29 @@ func runKubeShared(ctx context.Context, cs *kubernetes.Clientset, cfg CandidateC
 	return campaignWithSides(ctx, cfg, c, cfg.TTL, e, func(name string) (election.Elector, error) {
 		return kube.New(cs.CoordinationV1(), KubeNamespace, KubeLease(name), election.WithID(cfg.ID), election.WithTTL(cfg.TTL))
 	})
+}
+
+// connectEtcd makes the candidate's etcd client. With a user name the
+// client logs in as it is made, and a store fault then (a leader change, a
+// member cut off or restarting) fails that login: it is made again after a
+// pause, until ctx ends or the store refuses the credentials.
+func connectEtcd(ctx context.Context, cfg CandidateConfig) (*clientv3.Client, error) {
+	for {
+		cli, err := clientv3.New(clientv3.Config{
+			Endpoints: cfg.Endpoints, DialTimeout: 5 * time.Second,
+			DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second,
+			Username: cfg.Username, Password: cfg.Password,
+			Logger: zap.NewNop(),
+		})
+		if err == nil || ctx.Err() != nil || errors.Is(err, rpctypes.ErrAuthFailed) || errors.Is(err, rpctypes.ErrPermissionDenied) ||
+			errors.Is(err, rpctypes.ErrUserEmpty) || errors.Is(err, rpctypes.ErrAuthNotEnabled) {
+			return cli, err
+		}
+		fmt.Fprintf(cfg.Log, "connect: %v\n", err)
+		select { // a pause before connecting again
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
