@@ -11,7 +11,6 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/clock"
-	"github.com/electkit/election/internal/record"
 )
 
 // This file holds the claim of the leadership: the transaction that
@@ -141,7 +140,9 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	e.mu.Lock()
 	c.token = token // from now on release deletes the leader key by its create revision
 	e.mu.Unlock()
-	f.watch(after(e.lay.request), token+1) // the leader key and transfer requests
+	// The leader key and transfer requests, and the queue below c: its
+	// successor (succ.go).
+	f.watchRange(e.lay.queue, after(e.lay.request), "", token+1)
 	c.watched.Store(f.w.created)
 	// Opening the watch can take a while (with a user name, a new watch
 	// stream logs in first, a bcrypt check on a loaded member): the Term
@@ -179,74 +180,4 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	e.mu.Unlock()
 	go e.renewLoop(c, lc)
 	return term.Err() == nil
-}
-
-// reservation: c holds the leadership key after the leader's (reserve).
-type reservation struct {
-	older string // the leader's leadership key, whose going makes c leader
-	token int64  // the create revision of c's own: its Term's token
-}
-
-// mayReserve reports whether v, a read in which c is next after the
-// leader, lets c reserve: a leader under a lease, no reservation, no
-// pending hand-over, no key of the previous layout.
-func (f *follower) mayReserve(v *view) bool {
-	return v.leader != nil && v.leader.Lease != 0 && v.second == nil && v.transfer == nil && v.old == nil
-}
-
-// ownLeadership reports whether kv is c's own leadership key.
-func (f *follower) ownLeadership(kv *mvccpb.KeyValue) bool {
-	c := f.c
-	return kv != nil && string(kv.Key) == c.lkey && kv.Lease == int64(c.s.lease) && record.Key(kv.Value) == c.key && record.ID(kv.Value) == f.e.o.ID
-}
-
-// reserve creates c's leadership key after the leader's, leader, so that
-// c leads the moment the leader's key goes — its release deletes it, or
-// its lease expires — with no request after that event: one transaction,
-// if leader's key is the only leadership key, c's key is its own under
-// its lease, no hand-over is pending and nothing is queued above c but
-// ahead, the leader's queue key (nil: nothing). The key is named with a
-// revision at or above the leader's token, so that it sorts after the
-// leader's (layout.leaderKey), and its create revision is the token of
-// c's Term. It returns a read of the queue if it fails; nil once c
-// reserved (f.res).
-func (f *follower) reserve(leader, ahead *mvccpb.KeyValue) (*view, error) {
-	e, c, s := f.e, f.c, f.c.s
-	e.reads.Add(1)
-	name := e.lay.leaderKey(max(c.seq, leader.CreateRevision), c.key)
-	e.mu.Lock()
-	c.lkey = name
-	e.mu.Unlock()
-	above := emptyIn(f.from, e.lay.queueEnd)
-	if ahead != nil {
-		// Every key above c is ahead: a range Compare reads them all,
-		// one here.
-		above = clientv3.Compare(clientv3.CreateRevision(f.from), "=", ahead.CreateRevision).WithRange(e.lay.queueEnd)
-	}
-	resp, err := e.commit(c.ctx, true, newTxn().If(
-		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", leader.CreateRevision).WithRange(e.lay.leadEnd),
-		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
-		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
-		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
-		above,
-	).Then(clientv3.OpPut(name, c.leaderRec, clientv3.WithLease(s.lease))))
-	if err != nil {
-		return nil, err
-	}
-	if resp.Succeeded {
-		f.res, f.resFailed = &reservation{older: string(leader.Key), token: resp.Header.Revision}, 0
-		return nil, nil
-	}
-	// Refused: a read says why (etcd logs a write's reads too, and most
-	// reservations stand).
-	v, err := e.look(c.ctx, c, f.from, resp.Header.Revision)
-	if err != nil {
-		return nil, err
-	}
-	if v.own != nil && e.lay.firstWindow(f.from) != e.lay.queueEnd {
-		// Keys above c beyond the first window, perhaps: the next
-		// reservation behind this leader needs a read of them all.
-		f.resFailed = leader.CreateRevision
-	}
-	return v, nil
 }

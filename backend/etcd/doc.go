@@ -1,8 +1,9 @@
 // Package etcd is the election backend on etcd: candidates queue under
 // their leases in key order, read in windows whose cost does not grow with
-// the queue, the head of the queue creates a leadership key (or reserves
-// the one after the leader's, and leads on the leader's going with no
-// request), and each waiter watches only the candidate just ahead of it.
+// the queue, the head of the queue creates a leadership key (or the
+// leader's release creates it for the candidate just below the leader,
+// which leads on that event with no request), and each waiter watches
+// only the candidate just ahead of it.
 //
 //	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints})
 //	...
@@ -17,7 +18,7 @@
 //
 // Under the election's name N (values are JSON records naming the candidate):
 //
-//	N/_l/<revision>-<lease>-<nonce>           the leadership keys: the leader's, and the next one's reservation
+//	N/_l/<revision>-<lease>-<nonce>           the leadership key: the leader's (and a reservation of earlier versions)
 //	N/_r                                      a transfer request (RequestTransfer), while one is pending
 //	N/_t                                      a pending hand-over of earlier versions (still honoured)
 //	N/_c/<priority><arrival>-<lease>-<nonce>  one queue key per candidate, under its lease
@@ -72,37 +73,46 @@
 //     leader key. A candidate queued in between (the same arrival, or a
 //     higher priority) does not wake it to read the queue: its watch
 //     narrows to the new key ahead;
-//   - at the head of the queue while someone else leads, it reserves: it
-//     creates its leadership key after the leader's, in a transaction that
-//     succeeds only if the leader's is the only one, its own queue key
-//     still exists under its lease (P4), and nothing but the leader's
-//     queue key is queued above it; then it watches up to the leadership
-//     keys, and leads as soon as its watch reports the leader's key gone
-//     (the leader's release, its lease's expiry): no request stands
-//     between that event and its Term, whose token is its reservation's
-//     create revision. A newcomer of higher priority deletes a reservation
-//     of lower priority as it queues, and is next;
-//   - the leader's release touches the queue key of the candidate that
-//     reserved after it (puts it again, value and lease kept), which wakes
-//     the one candidate just behind that one: next in line now, it reads
-//     and reserves in turn;
-//   - at the head with no leader, it creates its leadership key, in a
-//     transaction that succeeds only if no leadership key exists, its own
-//     queue key still exists under its lease (P4), and nothing is queued
-//     above it. The key's create revision is the token.
+//   - the leader follows the candidate just below it, its successor: it
+//     reads it once it leads (windows below its key, two at a time, in a
+//     read; a leader from its create, in an election it found empty,
+//     learns of its successor from its watch alone), and its watch, which
+//     runs from the queue's beginning while it leads, shows a newcomer
+//     between them and the successor's going (then it reads again);
+//   - the leader's release hands over to its successor: in the
+//     transaction that deletes the leader's keys it creates the
+//     successor's leadership key (named for the successor's arrival,
+//     under the successor's lease, with its record) and puts the
+//     successor's queue key again with its record naming that key, if the
+//     successor's key is still the one read under its lease (P4), nothing
+//     is queued between them or above the leader's key, and no other
+//     leadership key exists. The successor sees that put on its own watch
+//     (and, at the head watching up to the leadership keys, the leader's
+//     key going and its own coming, in the same revision) and leads with
+//     no request after the event; its token is that key's create
+//     revision. The candidate behind it lets a put of the key just ahead
+//     that names a leadership key go by: it sleeps on, and is the next
+//     one's successor in turn. A successor that saw only its queue key's
+//     put reads its leadership key once its Term has begun, as after a
+//     Transfer (a record another client forged ends that Term at once);
+//     the head, which watches the leadership keys, ignores a put of its
+//     key without them;
+//   - at the head with no leader (the leader crashed, or released without
+//     a successor it could hand over to), it creates its leadership key,
+//     in a transaction that succeeds only if no leadership key exists, its
+//     own queue key still exists under its lease (P4), and nothing is
+//     queued above it. The key's create revision is the token.
 //
 // Each watch starts at the revision after the read it follows from, and is
-// kept while its range stays the same: the candidate next in line keeps
-// watching, without a gap, from before it creates its leadership key until
-// its leadership ends. A handover — the leader deletes its leadership key
-// and its queue key in one transaction, or its lease expires and takes
-// both — makes the reserved candidate leader on the event, with no
-// request, and the one behind it, woken by the release's touch of the new
-// leader's queue key, reads and reserves: two requests, and the others
-// sleep on (P9). Without a reservation (none was made yet), it wakes the
+// kept while its range stays the same. A handover — the leader's release
+// hands over in the transaction that deletes its leadership key and its
+// queue key — wakes the one candidate it hands over to, which leads on
+// the event with no request, and sends, once it leads, a read of its own
+// successor; the others sleep on (P9). A leader's crash (its lease expires
+// and takes both keys), or a release that could not hand over, wakes the
 // one candidate whose range holds those keys, which creates its
 // leadership key at once. A newcomer wakes at most the candidate it sorts
-// in front of.
+// in front of, and the leader's watch.
 //
 // The Term's deadline counts from the send time of the last renewal etcd
 // confirmed of the lease (package election's lease clock: send + TTL/(1+ρ)
@@ -127,12 +137,11 @@
 // keys are deleted at once.
 //
 // Tokens are create revisions of leadership keys, one created anew for
-// every leadership, a reservation only while the leader's key exists (so
-// after the leader's Term began): they strictly increase across
-// leaderships and restarts of every candidate (P2). A reserved
-// candidate's Term counts from its lease's last confirmed renewal, as any
-// other's (renewed first if that is stale), from the moment it learns the
-// leader's key is gone.
+// every leadership, a hand-over's in the release that ends the leader's
+// (so after the leader's Term began): they strictly increase across
+// leaderships and restarts of every candidate (P2). A successor's Term
+// counts from its lease's last confirmed renewal, as any other's (renewed
+// first if that is stale), from the moment it learns it leads.
 //
 // # Sessions
 //
@@ -244,8 +253,7 @@
 //
 // What is promised when someone else deletes the leader's leadership key:
 // the leader and the next candidate learn of it from the same revision —
-// a reserved candidate leads on that event, without a round trip — and
-// the old Term ends at once (the tests assert that it ends long before its
+// the head of the queue claims at once — and the old Term ends at once (the tests assert that it ends long before its
 // lease would tell, and log the order). That it ends before the next Term
 // begins is not a guarantee: etcd delivers one event to two
 // watch streams in no fixed order, and the old leader's process may be
@@ -315,29 +323,29 @@
 // (the whole queue: it is an operator's call), ends the Term with
 // ErrTransferred, then hands over in one transaction that holds only
 // while the Term's leadership key is the first, the target's queue key is
-// the one read and the reservation after the leader is the one it knows
-// of (one it had not seen yet is read in the transaction's Else, and the
-// transaction made again): it deletes the leader's leadership key, its
-// queue key and another candidate's reservation, creates the target's
+// the one read and a reservation after the leader (of an earlier version
+// of this package) is the one it knows of (one it had not seen yet is
+// read in the transaction's Else, and the transaction made again): it
+// deletes the leader's leadership key, its queue key and such a
+// reservation, creates the target's
 // leadership key under the target's lease — named with the target's
 // arrival, as the target would name it, so that its create revision is
 // the target's token — and puts the target's queue key again, under its
 // lease, with its record naming that leadership key: the event of that
 // put, on the target's own watch, tells the target it leads, with no
-// request after it (the leader's one write is the hand-over's last). A
-// target that had reserved after the leader leads on the deletion of the
-// leader's key, as after a release. Transfer returns once the transaction
-// has committed: the target leads from then on, as the store says. The
-// head of the queue, whose reservation went, reads and reserves behind the
-// new leader. The new leader reads its key once its Term has begun (a
+// request after it (the leader's one write is the hand-over's last); the
+// candidate behind the target lets that put go by. Transfer returns once
+// the transaction has committed: the target leads from then on, as the
+// store says. The new leader reads its key once its Term has begun (a
 // read-only transaction): a queue record naming a leadership key
 // that no hand-over created (another client's put) lets its candidate
 // report a Term only until that read's reply, which ends it with
 // ErrSessionLost (a read that fails stops renewals from counting until a
 // read of the key, as after a broken watch, finds it); its fenced writes
 // are refused meanwhile, since the Fence
-// compares the leadership key itself (a candidate that reserved ignores
-// such a record: no hand-over names one). A hand-over to a candidate that
+// compares the leadership key itself (the head of the queue, which
+// watches the leadership keys, ignores such a record when they do not
+// change with it). A hand-over to a candidate that
 // never acts on it (another program's key) holds the election until that
 // candidate's lease ends or its keys are deleted; a candidate that leaves
 // before it acts deletes the key with its queue key (its release deletes

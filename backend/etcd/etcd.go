@@ -82,9 +82,12 @@ type candidacy struct {
 	rev       int64  // the queue key's create revision (0 until known)
 	leaderRec string // the leader key's value as the candidacy would create it
 	seq       int64  // the arrival its queue key is named for
-	lkey      string // the leadership key it creates when it claims or reserves (guarded by Elector.mu once queued)
-	next      nextUp // while it leads: the candidate that reserved after it, as its watch saw (guarded by Elector.mu)
-	leader    election.Leader
+	lkey      string // the leadership key it creates when it claims, or a hand-over creates for it (guarded by Elector.mu once queued)
+	next      nextUp // while it leads: a candidate of an earlier version that reserved after it, as its watch saw (guarded by Elector.mu)
+	// succ: while it leads, the queue key just below its own (its
+	// successor, succ.go), or nil if unknown (guarded by Elector.mu).
+	succ   *mvccpb.KeyValue
+	leader election.Leader
 
 	stop     chan struct{} // closed when the candidacy is withdrawn
 	stopOnce sync.Once
@@ -636,8 +639,9 @@ func secondOf(v *view) *mvccpb.KeyValue {
 	return v.second
 }
 
-// nextUp is the candidate that reserved the leadership after a leader's:
-// its queue key and lease, and its leadership key.
+// nextUp is a candidate of an earlier version of this package that
+// reserved the leadership after a leader's: its queue key and lease, and
+// its leadership key.
 type nextUp struct {
 	key   string
 	lease int64
@@ -817,7 +821,7 @@ func (e *Elector) releaseWithin(c *candidacy, lease bool) error {
 // it.
 func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 	e.mu.Lock()
-	deleteKeys, token, lkey, next := !c.keyGone, c.token, c.lkey, c.next
+	deleteKeys, token, lkey, next, succ := !c.keyGone, c.token, c.lkey, c.next, c.succ
 	e.mu.Unlock()
 	lease = lease && c.s.private
 	var err error
@@ -849,19 +853,26 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 		orElse := []clientv3.Op{delQ, delT}
 		if h := e.lay.leaderKey(c.seq, c.key); h != lkey {
 			// A hand-over to c that c did not take yet (handOver names
-			// the key by c's arrival, whatever c's last reservation
-			// was called) goes with it too.
+			// the key by c's arrival, whatever c's claim was called)
+			// goes with it too.
 			delH := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(h), "=", c.leaderRec), clientv3.Compare(clientv3.LeaseValue(h), "=", c.s.lease)},
 				[]clientv3.Op{clientv3.OpDelete(h)}, nil)
 			then, orElse = append(then, delH), append(orElse, delH)
 		}
-		if token != 0 && next.key != "" {
-			// The candidate that reserved after c leads on this release's
-			// event; touching its queue key (put again, its value and
-			// lease kept) wakes the one candidate just behind it, which
-			// is next in line now and reserves in turn.
+		switch {
+		case token != 0 && next.key != "":
+			// A candidate of an earlier version of this package
+			// reserved after c: it leads on this release's event;
+			// touching its queue key (put again, its value and lease
+			// kept) wakes the one candidate just behind it, which is
+			// next in line now and reserves in turn.
 			then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(next.key), "=", next.lease)},
 				[]clientv3.Op{clientv3.OpPut(next.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}, nil))
+		case token != 0 && succ != nil:
+			// c's successor leads on this release's event (succ.go).
+			if op, ok := e.handOverOps(c, lkey, succ); ok {
+				then = append(then, op)
+			}
 		}
 		_, err = e.commit(ctx, true, newTxn().If(lcmp).Then(then...).Else(orElse...))
 		if err == nil {

@@ -26,27 +26,27 @@ import (
 //	N/_t                                          N/_c/… (a pending hand-over of earlier versions)
 //	N/_c/<priority><arrival>-<lease>-<nonce>      {"v":1,"id":"sched-1","priority":0,"value":"…"} (and "key":"N/_l/…" once a hand-over made it leader)
 //
-// N/_l/… are the leadership keys, at most two: the leader's, and the
-// reservation of the candidate next in line. Each is named with a store
-// revision at or above the create revision of every leadership key there
-// when it is made (16 hex digits), then the lease and nonce of its
-// candidate's queue key, so their names sort in the order they were
-// created; its create revision is its token. The leader is the first: a
-// candidate leads while its key is the first under N/_l/, and Leader and
-// Observe read the first alone. A leadership key is created, by the
-// candidate at the head of the queue, only in a transaction that also
-// checks that the candidate's queue key exists under its lease and that
-// nothing is queued above it (but the leader's queue key, for a
-// reservation), and only if no leadership key exists (a claim) or only the
-// leader's does (a reservation). So the reserved candidate leads the
-// moment the leader's key goes — its release, its lease's expiry — which
-// its watch reports: no request stands between the leader's going and the
-// next leader's Term. A newcomer of higher priority deletes a reservation
-// of lower priority in the transaction that creates its queue key, so the
-// highest priority still leads next.
+// N/_l/… are the leadership keys: the leader's, and, beside it, the
+// reservation of the candidate next in line that earlier versions of
+// this package made (honoured: its candidate leads when the leader's key
+// goes). Each is named with a store revision at or above the create
+// revision of every leadership key there when it is made (16 hex
+// digits), then the lease and nonce of its candidate's queue key, so
+// their names sort in the order they were created; its create revision is
+// its token. The leader is the first: a candidate leads while its key is
+// the first under N/_l/, and Leader and Observe read the first alone. A
+// leadership key is created by the candidate at the head of the queue, in
+// a transaction that also checks that the candidate's queue key exists
+// under its lease, that nothing is queued above it and that no
+// leadership key exists (a claim); or by the leader's release, for the
+// candidate just below the leader (its successor, succ.go), in the
+// transaction that deletes the leader's keys. A newcomer of higher
+// priority deletes a reservation of lower priority in the transaction
+// that creates its queue key, so the highest priority still leads next.
 //
-// A hand-over (Transfer, preemption) is one transaction of the leader's:
-// it deletes its leadership key, its queue key and any reservation, and
+// A hand-over (Transfer, preemption, and a release to the successor) is
+// one transaction of the leader's: it deletes its leadership key, its
+// queue key and any reservation, and
 // creates the target's leadership key under the target's lease, named
 // with the target's arrival (handedKey: the name the target would give
 // it, so that the target finds it its own, and its release deletes it),
@@ -167,8 +167,8 @@ func (l layout) handedKey(qkey string) (string, error) {
 	return l.leaderKey(int64(^arrival), qkey), nil
 }
 
-// leadersOp reads the first two leadership keys: the leader's, then the
-// one reserved by the candidate next in line.
+// leadersOp reads the first two leadership keys: the leader's, then any
+// after it (a reservation of an earlier version of this package).
 func (l layout) leadersOp(o ...clientv3.OpOption) clientv3.Op {
 	return clientv3.OpGet(l.leader, append([]clientv3.OpOption{clientv3.WithRange(l.leadEnd), clientv3.WithLimit(2)}, o...)...)
 }

@@ -146,3 +146,63 @@ func TestWindowsAboveAKey(t *testing.T) {
 		t.Errorf("windows above a key without a rank = %q, want the one window up to the queue's end", got)
 	}
 }
+
+// The windows below a key cover the queue below it, nearest first, each
+// key below in exactly one of them, the last from the queue's beginning;
+// the arrival windows stop at the first past the latest possible arrival.
+func TestWindowsBelowAKey(t *testing.T) {
+	l := newLayout("/svc")
+	for _, k := range []string{
+		l.queueKey(0, 1000, 7, 1),
+		l.queueKey(0, 1, 7, 1),
+		l.queueKey(math.MaxInt64, 5, 7, 1),
+		l.queueKey(math.MinInt64, 1<<40, 7, 1), // the bottom priority: only later arrivals below
+	} {
+		starts := l.windowsBelow(k, len(windowBits))
+		if len(starts) == 0 || starts[len(starts)-1] != l.queue || len(starts) > 1+len(windowBits) {
+			t.Fatalf("windowsBelow(%q) = %q: want at most %d starts, the last the queue's beginning", k, starts, 1+len(windowBits))
+		}
+		hi := k
+		for _, lo := range starts {
+			if lo >= hi {
+				t.Fatalf("windowsBelow(%q): %q does not go below %q", k, lo, hi)
+			}
+			hi = lo
+		}
+		below := []string{
+			l.queueKey(0, 1001, 7, 1),
+			l.queueKey(0, 1<<30, 7, 1),
+			l.queueKey(-1, 5, 7, 1),
+			l.queueKey(math.MinInt64, 1<<41, 7, 1),
+		}
+		for _, b := range below {
+			if b >= k {
+				continue
+			}
+			if !slices.ContainsFunc(starts, func(s string) bool { return b >= s }) {
+				t.Errorf("key %q below %q is in no window %q", b, k, starts)
+			}
+		}
+	}
+	k := l.queueKey(0, 100000, 7, 1)
+	starts := l.windowsBelow(k, 2)
+	if near := l.queueKey(0, 100001, 7, 1); near < starts[0] || near >= k {
+		t.Errorf("the key just behind, %q, is not in the first window (from %q)", near, starts[0])
+	}
+	if len(starts) != 3 || starts[2] != l.queue {
+		t.Errorf("windowsBelow(%q, 2) = %q: want two starts and the queue's beginning", k, starts)
+	}
+	// A key 70,000 arrivals behind is in the first window that reaches
+	// that far.
+	all := l.windowsBelow(k, len(windowBits))
+	i := 0
+	for 1<<windowBits[i] <= 70000 {
+		i++
+	}
+	if far := l.queueKey(0, 100000+70000, 7, 1); far >= all[i-1] || far < all[i] {
+		t.Errorf("a key 70,000 arrivals behind, %q, is not in window %d [%q, %q)", far, i, all[i], all[i-1])
+	}
+	if got := l.windowsBelow(l.queue+"garbage", 2); !slices.Equal(got, []string{l.queue}) {
+		t.Errorf("windows below a key without a rank = %q, want the one window from the queue's beginning", got)
+	}
+}

@@ -33,7 +33,22 @@ func (f *follower) guard(token int64) {
 			if !ok {
 				return
 			}
-			seen = rev
+			seen, f.needSucc = rev, true
+		}
+		if f.needSucc {
+			f.needSucc = false
+			sv, err := e.readSucc(c.ctx, c)
+			switch {
+			case err == nil:
+				e.mu.Lock()
+				c.succ = sv.succ
+				e.mu.Unlock()
+				f.succRev = sv.rev
+			case c.ctx.Err() == nil:
+				// Its release deletes c's keys alone: the head of the
+				// queue claims, as after a crash.
+				e.retryLog(c, "reading the candidate next in line", err)
+			}
 		}
 		select {
 		case <-c.ctx.Done():
@@ -66,9 +81,14 @@ func (f *follower) guard(token int64) {
 							return // handed over
 						}
 					default:
-						if strings.HasPrefix(string(ev.Kv.Key), e.lay.leader) {
+						switch k := string(ev.Kv.Key); {
+						case strings.HasPrefix(k, e.lay.leader):
 							e.noteNext(c, ev)
-						} else {
+						case strings.HasPrefix(k, e.lay.queue) && k < c.key:
+							if ev.Kv.ModRevision > f.succRev && e.noteSucc(c, ev) {
+								f.needSucc = true
+							}
+						default:
 							p.event(ev)
 						}
 					}
@@ -100,7 +120,7 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 	e, c := f.e, f.c
 	for c.ctx.Err() == nil {
 		f.closeWatch()
-		f.w = &rangeWatch{end: after(e.lay.request), mw: muxOf(e.cli).watch(c.key, after(e.lay.request), 0)}
+		f.w = &rangeWatch{start: e.lay.queue, end: after(e.lay.request), mw: muxOf(e.cli).watch(e.lay.queue, after(e.lay.request), 0)}
 		if err := f.awaitCreated(); err != nil {
 			if f.failed("watching the leader key", err) {
 				return 0, false

@@ -55,8 +55,11 @@ import (
 // digits) may still be a leader of the election.
 const oldLayoutPoll = 500 * time.Millisecond
 
-// rangeWatch is a candidacy's watch on [its key, end).
+// rangeWatch is a candidacy's watch on [start, end): from its own key
+// while it waits, from the queue's beginning while it leads (it follows
+// the candidate just below it, its successor: see succ.go).
 type rangeWatch struct {
+	start   string
 	end     string
 	skip    string    // a key of the range whose changes do not concern c, or ""
 	mw      *muxWatch // on the client's shared watch stream (mux.go)
@@ -116,6 +119,14 @@ type follower struct {
 	// (checkHandover).
 	handedAt int64
 	confirm  bool
+	// released: the hand-over to c was a release's, seen as the
+	// leader's key going and c's own coming in one revision: nothing
+	// to confirm.
+	released bool
+	// While c leads: needSucc, its successor must be read (succ.go);
+	// succRev, the revision of the last read of it.
+	needSucc bool
+	succRev  int64
 	// retry: the pauses before trying again after a failed request or a
 	// broken watch (made at the first); reset once a request or watch
 	// works.
@@ -128,19 +139,11 @@ type follower struct {
 	waitPoll    time.Duration
 	claimNext   bool
 	handoffNext bool
-	// reserveNext: c heads the queue behind the leader, and reserves the
-	// leadership after it next (reserve), res once it has.
-	reserveNext bool
-	res         *reservation
-	leadNow     bool             // the wait saw every leadership key older than c's reservation go: c leads
-	resFailed   int64            // the leader's token when a reservation behind it failed: the next needs a read of every window above c
-	resLeader   *mvccpb.KeyValue // the leadership key c reserves after, when reserveNext
-	resAhead    *mvccpb.KeyValue // the leader's queue key, just above c's, when reserveNext (nil: none above)
-	pmu         sync.Mutex       // guards the park below
-	parked      bool             // no goroutine runs the candidacy: one of the wakers below starts one
-	parkGen     int              // counts the parks
-	pollDue     bool             // the parked wait's poll ran out
-	stopCtxWake func()           // forgets the wake on the candidacy's halt
+	pmu         sync.Mutex // guards the park below
+	parked      bool       // no goroutine runs the candidacy: one of the wakers below starts one
+	parkGen     int        // counts the parks
+	pollDue     bool       // the parked wait's poll ran out
+	stopCtxWake func()     // forgets the wake on the candidacy's halt
 	pollTimer   *time.Timer
 }
 
@@ -153,7 +156,10 @@ type follower struct {
 // A token > 0 says that c's create made it leader (start), its Term
 // counting from sent.
 func (e *Elector) follow(c *candidacy, v *view, token int64, sent time.Time) {
-	f := &follower{e: e, c: c, from: after(c.key)}
+	// A leader from its create claimed an empty election: the queue below
+	// it fills from then on, which its watch shows; any other reads its
+	// successor once it leads (succ.go).
+	f := &follower{e: e, c: c, from: after(c.key), needSucc: token == 0}
 	if v == nil {
 		f.floor = c.rev // a serializable read that has seen c's key will do
 	}
@@ -203,11 +209,18 @@ func (f *follower) watch(end string, rev int64) {
 
 // watchSkipping is watch, with the changes of key skip ignored.
 func (f *follower) watchSkipping(end, skip string, rev int64) {
-	if f.w != nil && f.w.end == end && f.w.skip == skip {
+	f.watchRange(f.c.key, end, skip, rev)
+}
+
+// watchRange makes the watch cover [start, end) from rev on, with the
+// changes of key skip ignored, keeping the one it has if it covers that
+// range already.
+func (f *follower) watchRange(start, end, skip string, rev int64) {
+	if f.w != nil && f.w.start == start && f.w.end == end && f.w.skip == skip {
 		return
 	}
 	f.closeWatch()
-	f.w = &rangeWatch{end: end, skip: skip, mw: muxOf(f.e.cli).watch(f.c.key, end, rev)}
+	f.w = &rangeWatch{start: start, end: end, skip: skip, mw: muxOf(f.e.cli).watch(start, end, rev)}
 }
 
 // waitTurn waits until c heads the queue with no leader, and creates the
@@ -228,21 +241,6 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				e.oust(c, err)
 				return 0, time.Time{}, false
 			}
-			if f.leadNow {
-				// Every leadership key older than c's reservation went
-				// (the leader released, or its lease expired): c leads,
-				// with no request after the event.
-				f.leadNow, f.handedAt = false, 0
-				sent, err := f.renewed()
-				if err != nil {
-					if f.failed("renewing the lease", err) {
-						return 0, time.Time{}, false
-					}
-					v, f.res = nil, nil // the read finds c's key first: c leads then
-					continue
-				}
-				return f.res.token, sent, false
-			}
 			if at := f.handedAt; at != 0 {
 				// A hand-over made c leader (handOver): with no request
 				// after its event. c reads the key once its Term has
@@ -251,6 +249,8 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				e.mu.Lock()
 				c.lkey = e.lay.leaderKey(c.seq, c.key) // its release deletes it from now on
 				e.mu.Unlock()
+				released := f.released
+				f.released = false
 				sent, err := f.renewed()
 				if err != nil {
 					if f.failed("renewing the lease", err) {
@@ -259,7 +259,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 					v = nil // the read finds c's key first: c leads then
 					continue
 				}
-				f.confirm = true
+				f.confirm = !released
 				return at, sent, false
 			}
 
@@ -274,23 +274,6 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			}
 			v, f.from = nil, after(c.key)
 			continue
-		}
-		if f.reserveNext {
-			f.reserveNext = false
-			nv, err := f.reserve(f.resLeader, f.resAhead)
-			if err != nil {
-				if f.failed("reserving the leadership", err) {
-					return 0, time.Time{}, false
-				}
-				v = nil
-				continue
-			}
-			if nv == nil {
-				f.watch(e.lay.leadEnd, f.res.token+1)
-				f.inWait, f.waitRev, f.waitPoll = true, f.res.token, 0
-				continue
-			}
-			v = nv
 		}
 		if claim, handoff := f.claimNext, f.handoffNext; claim || handoff {
 			try := f.claim
@@ -329,15 +312,6 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			e.oust(c, err)
 			return 0, time.Time{}, false
 		}
-		f.res = nil
-		if l, r := v.leader, v.second; l != nil && l.Lease != 0 && f.ownLeadership(r) {
-			// c reserved the leadership after the leader's (reserve): it
-			// leads once the leader's key goes, which its watch sees.
-			f.res = &reservation{older: string(l.Key), token: r.CreateRevision}
-			f.watch(e.lay.leadEnd, v.rev+1)
-			f.inWait, f.waitRev, f.waitPoll = true, v.rev, 0
-			continue
-		}
 		if l := v.leader; l != nil && (string(l.Key) == c.lkey || string(l.Key) == e.lay.leaderKey(c.seq, c.key)) && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
 			// The leader key is c's own: a hand-over to c (handOver
 			// created it), or a claim (or a create that claimed) whose
@@ -350,7 +324,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				continue
 			}
 			e.mu.Lock()
-			c.lkey = string(l.Key) // a hand-over names it by c's arrival, even after c reserved
+			c.lkey = string(l.Key) // a hand-over names it by c's arrival
 			e.mu.Unlock()
 			f.confirm = true
 			return l.CreateRevision, sent, false
@@ -372,16 +346,6 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			ahead, skip := string(v.above[0].Key), ""
 			end := after(ahead)
 			leads := v.leader != nil && record.Key(v.leader.Value) == ahead
-			if leads && len(v.above) == 1 && (v.last || f.resFailed != v.leader.CreateRevision) && f.mayReserve(v) {
-				// c heads the queue behind the leader (a read of the
-				// first window only says so unless a reservation behind
-				// this leader failed: its Compare checks the rest): it
-				// reserves the
-				// leadership after the leader's now, so that the
-				// leader's going makes it leader with no request.
-				f.reserveNext, f.resLeader, f.resAhead = true, v.leader, v.above[0]
-				continue
-			}
 			switch {
 			case leads && len(v.above) > 1 && v.above[1].Lease != 0:
 				// The key ahead is the leader's, with a waiter above it: a
@@ -406,11 +370,6 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 		case v.leader != nil && v.leader.Lease == 0:
 			f.deleteUnleasedLeader(v.leader)
 			v = nil
-			continue
-		case v.leader != nil && f.mayReserve(v):
-			// Nothing queued above c, the leader's key among them
-			// (c sorts ahead of it): c is next, and reserves.
-			f.reserveNext, f.resLeader, f.resAhead = true, v.leader, nil
 			continue
 		case v.leader != nil:
 			f.watch(e.lay.leadEnd, v.rev+1)
@@ -467,6 +426,9 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 			f.pmu.Unlock()
 		}
 	}()
+	// The revisions of the going of a leadership key, and of the coming of
+	// c's own (a release handing over to c, succ.go).
+	goneAt, mineAt := int64(0), int64(0)
 	for {
 		if f.c.ctx.Err() != nil {
 			return false, nil, false
@@ -491,34 +453,28 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					continue
 				}
 				last = max(last, kv.ModRevision)
-				if ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
-					made = true // someone leads, or reserved: a read, not a claim, tells c what to do
-				}
-				if f.res != nil && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
-					switch k := string(kv.Key); {
-					case k == f.res.older && ev.Type == clientv3.EventTypeDelete:
-						f.leadNow = true // unless c's own reservation goes too (a hand-over)
+				if strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
+					switch {
+					case ev.Type == clientv3.EventTypeDelete:
+						goneAt = kv.ModRevision
+					case kv.CreateRevision == kv.ModRevision && f.releasedTo(kv):
+						mineAt = kv.ModRevision
 						continue
-					case k == f.res.older && kv.CreateRevision != kv.ModRevision && kv.Lease != 0:
-						continue // the leader's Proclaim
-					case k == f.c.lkey || k == f.res.older:
-						f.res, f.leadNow = nil, false // changed by another hand: read again
 					}
-					changed = true
-					continue
+				}
+				if ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
+					made = true // someone leads: a read, not a claim, tells c what to do
 				}
 				if string(kv.Key) == f.c.key {
 					if err := f.e.ownEvent(f.c, ev); err != nil {
 						return false, err, false
 					}
 					f.touched, changed = true, true // a hand-over to c, most likely
-					if ev.Type == clientv3.EventTypePut && f.res == nil && record.Key(kv.Value) == f.e.lay.leaderKey(f.c.seq, f.c.key) {
-						// The leader handed over to c: the same
+					if ev.Type == clientv3.EventTypePut && record.Key(kv.Value) == f.e.lay.leaderKey(f.c.seq, f.c.key) {
+						// The leader handed over to c (a Transfer, or
+						// a release to its successor): the same
 						// transaction created c's leadership key,
-						// whose create revision is this event's. (A
-						// hand-over to a candidate that reserved
-						// names no key: it leads on the deletion of
-						// the leader's.)
+						// whose create revision is this event's.
 						f.handedAt = kv.ModRevision
 					}
 					continue
@@ -526,10 +482,15 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 				if string(kv.Key) == f.w.skip {
 					continue
 				}
-				if ev.Type == clientv3.EventTypePut && kv.CreateRevision != kv.ModRevision && kv.Lease != 0 && (f.w.ahead == nil || string(kv.Key) != slices.Min(f.w.ahead)) {
+				if ev.Type == clientv3.EventTypePut && kv.CreateRevision != kv.ModRevision && kv.Lease != 0 &&
+					(f.w.ahead == nil || string(kv.Key) != slices.Min(f.w.ahead) || strings.HasPrefix(record.Key(kv.Value), f.e.lay.leader)) {
 					// A key put again under its lease: the order is the
-					// same. But the key just ahead, touched by a release,
-					// leads now: c is next in line, and reserves.
+					// same; so too a hand-over's put of the key just
+					// ahead, naming the leadership key made for it (c is
+					// that one's successor, and its release hands over to
+					// c). But the key just ahead touched by a release of
+					// an earlier version (its candidate reserved, and
+					// leads now) wakes c, which reads the queue.
 					continue
 				}
 				if f.w.stillAhead(f.e.lay, ev) {
@@ -541,7 +502,20 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					deleted = true
 				}
 			}
-			if f.leadNow || f.handedAt != 0 {
+			if mineAt != 0 && mineAt == goneAt && (f.handedAt == 0 || f.handedAt == mineAt) {
+				// The leader's release handed over to c: its key went,
+				// and c's came, in one transaction, which c saw (its
+				// queue key's put, in the same, says so too).
+				f.handedAt, f.released = mineAt, true
+			}
+			if f.handedAt != 0 && !f.released && f.w.end >= f.e.lay.leadEnd {
+				// c watches the leadership keys, where a hand-over to c
+				// shows (the leader's key going, c's coming): a record
+				// naming c's key without them is another client's put,
+				// not a hand-over. c reads the queue again.
+				f.handedAt = 0
+			}
+			if f.handedAt != 0 {
 				return false, nil, false
 			}
 			if changed {
@@ -570,6 +544,14 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 			return false, nil, true
 		}
 	}
+}
+
+// releasedTo reports whether kv, a leadership key just created, is the
+// one a release hands over to c with (succ.go): named for c's arrival,
+// under c's lease, with c's record.
+func (f *follower) releasedTo(kv *mvccpb.KeyValue) bool {
+	c := f.c
+	return string(kv.Key) == f.e.lay.leaderKey(c.seq, c.key) && kv.Lease == int64(c.s.lease) && record.Key(kv.Value) == c.key && record.ID(kv.Value) == f.e.o.ID
 }
 
 // park arms the wakers of a waiting candidacy — its watch's next

@@ -17,8 +17,8 @@ var (
 	// watch, or leads with its watch live: it issues no read until its
 	// watch fires.
 	EtcdSettled func(e any) bool
-	// EtcdNextNoted reports whether the Elector leads and its watch has
-	// seen a reservation after its leadership key (its release touches
-	// that candidate's queue key).
+	// EtcdNextNoted reports whether the Elector leads and knows its
+	// successor, the candidate its release hands over to (or, of an
+	// earlier version, a reservation after its leadership key).
 	EtcdNextNoted func(e any) bool
 )

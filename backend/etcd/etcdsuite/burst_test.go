@@ -28,6 +28,7 @@ import (
 // and the most unary requests it had in flight at once.
 type requestCount struct {
 	sent     atomic.Int64
+	succ     atomic.Int64 // of sent, leaders' reads of their successor (succRead)
 	inFlight atomic.Int64
 	most     atomic.Int64
 
@@ -40,6 +41,9 @@ type requestCount struct {
 
 func (r *requestCount) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	r.sent.Add(1)
+	if t, ok := req.(*pb.TxnRequest); ok && succRead(t) {
+		r.succ.Add(1)
+	}
 	if t, ok := req.(*pb.TxnRequest); ok && len(t.Compare) == 0 && len(t.Failure) == 0 && len(t.Success) > 1 {
 		// A batch: operations of several elections (one request's
 		// own operations, without Compares, are all of its election).
@@ -309,7 +313,11 @@ func TestBurstOfElectionsOnSessions(t *testing.T) {
 			t.Errorf("a batch held two requests of one election: %s", m)
 		}
 	}
-	t.Logf("%d batches of %.1f requests on average", batches, float64(batched)/float64(max(batches, 1)))
+	var succ int64
+	for _, c := range counts {
+		succ += c.succ.Load()
+	}
+	t.Logf("%d batches of %.1f requests on average; %d reads of a leader's successor", batches, float64(batched)/float64(max(batches, 1)), succ)
 	if batches == 0 {
 		t.Error("no batch was sent: every queued request went alone")
 	}

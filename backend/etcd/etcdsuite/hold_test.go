@@ -142,8 +142,26 @@ type txnLog struct {
 	reqs []*pb.TxnRequest
 }
 
+// succRead reports whether r is a leader's read of its successor, the
+// candidate just below it, which it sends once its Term has begun: ranges
+// alone, each sorted down with a limit of one.
+func succRead(r *pb.TxnRequest) bool {
+	if len(r.Compare) > 0 || len(r.Failure) > 0 || len(r.Success) == 0 {
+		return false
+	}
+	for _, op := range r.Success {
+		rr := op.GetRequestRange()
+		if rr == nil || rr.SortOrder != pb.RangeRequest_DESCEND || rr.Limit != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// txnLog records a client's Txn requests, but for the leader's reads of
+// its successor (succRead), which come after its Campaign returned.
 func (l *txnLog) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if r, ok := req.(*pb.TxnRequest); ok && method == methodTxn {
+	if r, ok := req.(*pb.TxnRequest); ok && method == methodTxn && !succRead(r) {
 		l.mu.Lock()
 		l.reqs = append(l.reqs, r)
 		l.mu.Unlock()

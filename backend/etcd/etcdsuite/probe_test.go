@@ -32,15 +32,14 @@ func awaitSettled(t *testing.T, e *etcd.Elector, id string) {
 	}
 }
 
-// awaitNextNoted waits until the leader e's watch has seen the reservation
-// after its leadership key: from then on its release wakes the candidate
-// behind the one that reserved (a release just after the reservation, before
-// the watch's event, does not).
+// awaitNextNoted waits until the leader e knows its successor, the
+// candidate just below it (its release hands over to that one; a release
+// before it knows deletes its keys alone, and the head claims).
 func awaitNextNoted(t *testing.T, e *etcd.Elector) {
 	t.Helper()
 	for deadline := time.Now().Add(patience); !probe.EtcdNextNoted(e); time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the leader's watch never reported the reservation after it")
+			t.Fatal("the leader never knew its successor")
 		}
 	}
 }

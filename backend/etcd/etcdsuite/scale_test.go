@@ -180,14 +180,14 @@ func TestScaleSmoke(t *testing.T) {
 			t.Fatalf("handover %d: token %d after %d", k, w.term.Token(), leader.term.Token())
 		}
 		headLeads(w, false)
-		// The next candidate had reserved: it leads on the release's
-		// event, with no request after it.
+		// The release handed over to the next candidate: it leads on
+		// the release's event, with no request after it.
 		if got := probeReads(es[w.i]) - own[w.i]; got != 0 {
-			t.Errorf("handover %d: the next candidate made %d queue requests after the release, want 0 (it had reserved)", k, got)
+			t.Errorf("handover %d: the next candidate made %d queue requests after the release, want 0 (the release handed over to it)", k, got)
 		}
 		settle(t, live())
 		if got := reads() - before; got > most {
-			t.Errorf("handover %d cost %d queue requests, want at most %d (the look and the reservation of the one now next in line)", k, got, most)
+			t.Errorf("handover %d cost %d queue requests of the waiters, want at most %d", k, got, most)
 		}
 		most = 2
 		if got := queued(); got != n-k-1 {

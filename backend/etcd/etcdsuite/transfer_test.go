@@ -48,8 +48,7 @@ func ghost(t *testing.T, admin *clientv3.Client, name, id string, priority int64
 // TestTransferToGhost: a transfer to a candidate that never acts on it (a
 // queue key no process follows, as another program's could be) makes it
 // leader all the same — the hand-over creates its leadership key under its
-// lease — and the election waits for that lease: the head of the queue,
-// whose reservation the hand-over took, reserves behind the ghost and
+// lease — and the election waits for that lease: the head of the queue
 // leads once the ghost's lease is revoked, with a higher token.
 func TestTransferToGhost(t *testing.T) {
 	eps := startEtcd(t)
@@ -128,10 +127,10 @@ func TestStaleTransferKey(t *testing.T) {
 
 // TestTransferWakesOnlyTheTarget: of ten waiting candidates, a transfer to
 // one in the middle of the queue wakes that one, which leads on the
-// hand-over's event with no read or write; the head of the queue, whose
-// reservation the hand-over deletes, reads and reserves again behind the
-// target; the one behind the target, whose key ahead the hand-over put,
-// reads once; the others send nothing.
+// hand-over's event with no read or write; the one behind the target,
+// whose key ahead the hand-over put naming its leadership key, lets it go
+// by; the others send nothing but a look or two of the head's (the key
+// ahead of it, the leader's, went).
 func TestTransferWakesOnlyTheTarget(t *testing.T) {
 	eps := startEtcd(t)
 	cli := newClient(t, eps)
@@ -164,7 +163,7 @@ func TestTransferWakesOnlyTheTarget(t *testing.T) {
 		t.Errorf("the target made %d reads and writes before it led, want 0", got)
 	}
 	if got := probeReads(es...) - before; got > 3 {
-		t.Errorf("the transfer cost %d reads and writes among the waiters, want at most 3 (none by the target; the head's look when the hand-over takes its reservation and its reservation behind the target; the look of the one behind the target, whose key ahead the hand-over put)", got)
+		t.Errorf("the transfer cost %d reads and writes among the waiters, want at most 3 (none by the target; the head's look when the leader's key went)", got)
 	}
 	// The target leads; the head of the queue is next.
 	if err := byID(es, "w6").Resign(ctxT(t)); err != nil {
@@ -277,8 +276,8 @@ func (r *timedRequests) between(from, to time.Time) int {
 // Transfer's call and its Campaign's return (it checks its key afterwards;
 // renewals and watches travel on streams).
 // Three candidates, each on a client of its own whose requests an
-// interceptor records; the transfer passes over the head of the queue,
-// which had reserved; a few rounds.
+// interceptor records; the transfer passes over the head of the queue; a
+// few rounds.
 func TestTransferTargetSendsNothing(t *testing.T) {
 	eps := startEtcd(t)
 	ctx := ctxT(t)
@@ -328,9 +327,9 @@ func TestTransferTargetSendsNothing(t *testing.T) {
 // TestForgedHandoverRecord: another client puts waiting candidates' queue
 // keys again with records that name their leadership keys, as a
 // hand-over does, but creates no such key. The head of the queue, which
-// reserved (a hand-over never names a candidate that reserved), ignores
-// it and waits on. The one behind it leads on the record; its check of
-// the key once its Term began finds none at its token and ends the Term at
+// watches the leadership keys (where a hand-over to it shows), ignores it
+// and waits on. The one behind it leads on the record; its check of the
+// key once its Term began finds none at its token and ends the Term at
 // once (ErrSessionLost); its fenced write is refused meanwhile. The real
 // leader leads on, undisturbed.
 func TestForgedHandoverRecord(t *testing.T) {
@@ -348,7 +347,7 @@ func TestForgedHandoverRecord(t *testing.T) {
 	rc := campaignAsync(ctxT(t), c)
 	qs := waitQueue(t, admin, name, 3) // by creation: a, b, c
 	settle(t, []*etcd.Elector{b, c})
-	awaitNextNoted(t, a) // b reserved
+	awaitNextNoted(t, a) // b is a's successor
 	forgeHandover(t, admin, name, "c", qs[2])
 	r := await(t, rc)
 	if r.err != nil && !errors.Is(r.err, election.ErrSessionLost) {
@@ -377,7 +376,7 @@ func TestForgedHandoverRecord(t *testing.T) {
 	settle(t, []*etcd.Elector{b})
 	select {
 	case r := <-rb:
-		t.Fatalf("b, which reserved, returned on a forged record: %v, %v", r.t, r.err)
+		t.Fatalf("b, the head of the queue, returned on a forged record: %v, %v", r.t, r.err)
 	default:
 	}
 	if err := ta.t.Err(); err != nil {

@@ -1,0 +1,190 @@
+package etcd
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/internal/record"
+)
+
+// This file holds the leader's successor: the candidate whose queue key
+// sorts just below the leader's, which is next when nothing is queued
+// above the leader's. The leader reads it once it leads, and its watch,
+// which runs from the queue's beginning while it leads, keeps it up to
+// date: a newcomer between them is the successor from then on, and the
+// successor's going makes the leader read again. A release then hands
+// over to it in the transaction that deletes the leader's keys (see
+// handOverOps): it creates the successor's leadership key, named as the
+// successor names it (its arrival), under the successor's lease, and puts
+// the successor's queue key again with its record naming that key, as
+// Transfer's hand-over does. The successor sees that put on its own watch
+// (and, when it watched up to the leadership keys, the leader's key go
+// and its own come in the same revision), and leads with no request
+// after that event. The candidate behind it, whose watch ends past the
+// successor's queue key, lets a put of that key whose record names a
+// leadership key go by: it sleeps on, and is the next one's successor in
+// turn. One candidate is woken per handover (P9), and the new leader
+// makes one read after its Campaign returned: its own successor (and,
+// unless it saw its key come, a check of it: checkHandover).
+// A release that cannot hand over (no successor known, a newcomer queued
+// between, one queued above the leader, a reservation of an earlier
+// version, a pending hand-over) deletes the leader's keys alone, and the
+// candidate at the head claims, as after a leader's crash.
+
+// succReads is how many reads of two windows each the leader makes to
+// find its successor, once it leads: one, of the candidates that arrived
+// within 256 revisions after it. A successor further below is left
+// unknown until the watch shows one (a newcomer between), and a release
+// without one does not hand over: the head of the queue claims after it.
+// A burst of elections started at once makes every leader read as its
+// waiters' keys are still being created, and learn of them from the
+// watch: a second read there costs every election a request.
+const succReads = 1
+
+// windowsBelow returns the starts of the windows below key, a queue key,
+// nearest first: window i spans 2^windowBits[i] ranks below the key's
+// rank, the last starting at the queue's beginning. As above (windows),
+// the arrival windows stop at the first that reaches past the latest
+// arrival possible for the key's priority.
+func (l layout) windowsBelow(key string, n int) []string {
+	s, ok := strings.CutPrefix(key, l.queue)
+	if !ok || len(s) < 32 {
+		return []string{l.queue}
+	}
+	hi, err1 := strconv.ParseUint(s[:16], 16, 64)
+	lo, err2 := strconv.ParseUint(s[16:32], 16, 64)
+	if err1 != nil || err2 != nil {
+		return []string{l.queue}
+	}
+	var starts []string
+	borrowed := false
+	for _, b := range windowBits {
+		if len(starts) == n {
+			break
+		}
+		h, lw := hi, lo
+		if b < 64 {
+			if borrowed {
+				continue
+			}
+			var borrow uint64
+			lw, borrow = bits.Sub64(lo, 1<<b, 0)
+			h, borrow = bits.Sub64(hi, 0, borrow)
+			if borrow != 0 {
+				break
+			}
+			borrowed = lw < 1<<63 // past every arrival a revision can have (^arrival ≥ 2^63)
+		} else {
+			var borrow uint64
+			h, borrow = bits.Sub64(hi, 1<<(b-64), 0)
+			if borrow != 0 {
+				break
+			}
+		}
+		starts = append(starts, fmt.Sprintf("%s%016x%016x", l.queue, h, lw))
+	}
+	return append(starts, l.queue)
+}
+
+// succView is a read of the queue just below the leader c's key.
+type succView struct {
+	rev  int64
+	succ *mvccpb.KeyValue // the queue key just below c's, or nil
+}
+
+// readSucc reads the candidate just below c, the leader, two windows at a
+// time, each range sorted down with a limit of one (etcd reads every key
+// of such a range, values and all: the windows bound it), in transactions
+// of ranges alone (reads, not logged).
+func (e *Elector) readSucc(ctx context.Context, c *candidacy) (succView, error) {
+	starts := e.lay.windowsBelow(c.key, 2*succReads)
+	hi := c.key
+	for i := 0; i < succReads && hi != e.lay.queue; i++ {
+		w1 := starts[min(2*i, len(starts)-1)]
+		w2 := starts[min(2*i+1, len(starts)-1)]
+		down := []clientv3.OpOption{clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1)}
+		resp, err := e.commit(ctx, true, newTxn().Then(
+			clientv3.OpGet(w1, append(down, clientv3.WithRange(hi))...),
+			clientv3.OpGet(w2, append(down, clientv3.WithRange(w1))...)))
+		if err != nil {
+			return succView{}, err
+		}
+		for j, end := range []string{w1, w2} {
+			if kvs := resp.Responses[j].GetResponseRange().GetKvs(); len(kvs) > 0 {
+				return succView{rev: resp.Header.Revision, succ: kvs[0]}, nil
+			}
+			if end == e.lay.queue {
+				return succView{rev: resp.Header.Revision}, nil
+			}
+		}
+		hi = w2
+	}
+	return succView{}, nil
+}
+
+// noteSucc applies ev, an event of a queue key below c's while c leads, to
+// c's successor, and reports whether c must read it again (it went).
+func (e *Elector) noteSucc(c *candidacy, ev *clientv3.Event) (reread bool) {
+	kv := ev.Kv
+	k := string(kv.Key)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur := c.succ
+	switch {
+	case ev.Type == clientv3.EventTypeDelete:
+		if cur != nil && k == string(cur.Key) {
+			c.succ = nil
+			return true
+		}
+	case cur != nil && k == string(cur.Key):
+		c.succ = kv // put again: the release compares its lease and record
+	case kv.Lease != 0 && kv.CreateRevision == kv.ModRevision && (cur == nil || k > string(cur.Key)):
+		if lease, err := e.lay.queueLease(k); err == nil && lease == kv.Lease {
+			c.succ = kv // a newcomer between c and its successor
+		}
+	}
+	return false
+}
+
+// handOverOps returns what c's release adds to its transaction to hand
+// over to its successor, succ: a transaction that, if succ's key is still
+// the one c knows under its lease, nothing is queued between them or
+// above c's key, c's leadership key is the only one and no hand-over of
+// an earlier version is pending, creates succ's leadership key under
+// succ's lease, named for its arrival, with its record. c's own keys go
+// in the same transaction (release), whatever this one does. ok is false
+// if succ's key or record is not this package's.
+func (e *Elector) handOverOps(c *candidacy, lkey string, succ *mvccpb.KeyValue) (op clientv3.Op, ok bool) {
+	skey := string(succ.Key)
+	name, err := e.lay.handedKey(skey)
+	if err != nil {
+		return clientv3.Op{}, false
+	}
+	ld, err := record.Decode(succ.Value)
+	if err != nil {
+		return clientv3.Op{}, false
+	}
+	to := election.Options{ID: ld.ID, Priority: ld.Priority}
+	rec := string(record.EncodeLeader(to, ld.Value, skey))
+	// The successor's queue record, naming the leadership key made for
+	// it, as a Transfer's hand-over puts it: the event of this put, on
+	// the successor's own watch, tells it that it leads, whatever the end
+	// of its watch (it may have watched only up to the queue key of the
+	// candidate that leads now, which it does not know leads).
+	mark := clientv3.OpPut(skey, string(record.EncodeLeader(to, ld.Value, name)), clientv3.WithIgnoreLease())
+	return clientv3.OpTxn([]clientv3.Cmp{
+		clientv3.Compare(clientv3.CreateRevision(skey), "=", succ.CreateRevision),
+		clientv3.Compare(clientv3.LeaseValue(skey), "=", succ.Lease),
+		emptyIn(after(skey), c.key),
+		emptyIn(after(c.key), e.lay.queueEnd),
+		emptyIn(after(lkey), e.lay.leadEnd),
+		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
+	}, []clientv3.Op{clientv3.OpPut(name, rec, clientv3.WithLease(clientv3.LeaseID(succ.Lease))), mark}, nil), true
+}
