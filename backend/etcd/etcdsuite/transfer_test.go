@@ -236,11 +236,17 @@ func TestRequestTransfer(t *testing.T) {
 }
 
 // timedRequests records the unary requests a client sends, with when, but
-// for a hand-over's check (two Compares and a count), which a new leader
-// sends once its Term has begun.
+// for the two a new leader sends once its Term has begun: a hand-over's
+// check (two Compares and a count) and the read of its successor
+// (succRead). Both may leave before Campaign's caller sees its return.
 type timedRequests struct {
 	mu   sync.Mutex
-	sent []time.Time
+	sent []sentRequest
+}
+
+type sentRequest struct {
+	at   time.Time
+	what string
 }
 
 func (r *timedRequests) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -248,25 +254,25 @@ func (r *timedRequests) unary(ctx context.Context, method string, req, reply any
 	confirm := ok && len(txn.Compare) == 2 && len(txn.Success) == 1 && len(txn.Failure) == 0 &&
 		txn.Success[0].GetRequestRange() != nil && txn.Success[0].GetRequestRange().CountOnly // checkHandover's
 
-	if !confirm {
+	if !confirm && !(ok && succRead(txn)) {
 		r.mu.Lock()
-		r.sent = append(r.sent, time.Now())
+		r.sent = append(r.sent, sentRequest{time.Now(), fmt.Sprintf("%s %v", method, req)})
 		r.mu.Unlock()
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-// between counts the requests sent in [from, to).
-func (r *timedRequests) between(from, to time.Time) int {
+// between returns the requests sent in [from, to).
+func (r *timedRequests) between(from, to time.Time) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
-	for _, at := range r.sent {
-		if !at.Before(from) && at.Before(to) {
-			n++
+	var in []string
+	for _, s := range r.sent {
+		if !s.at.Before(from) && s.at.Before(to) {
+			in = append(in, s.what)
 		}
 	}
-	return n
+	return in
 }
 
 // The hand-over is the last request of a transfer: the leader's one
@@ -311,8 +317,8 @@ func TestTransferTargetSendsNothing(t *testing.T) {
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
-		if got := reqs[to].between(start, r.at); got != 0 {
-			t.Errorf("round %d: %s sent %d requests between Transfer's call and its Campaign's return, want 0", round, to, got)
+		if got := reqs[to].between(start, r.at); len(got) != 0 {
+			t.Errorf("round %d: %s sent %d requests between Transfer's call and its Campaign's return, want 0: %q", round, to, len(got), got)
 		}
 		if r.t.Token() <= leader.Token() {
 			t.Fatalf("round %d: token %d after %d", round, r.t.Token(), leader.Token())
