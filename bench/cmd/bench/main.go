@@ -35,6 +35,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -62,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	burstN := fs.Int("burst", 0, "elections in the burst scenario (0: the mode's default, 10000; 200 with -short, where the ZooKeeper case runs at most 10)")
 	burstCap := fs.Duration("burst-cap", 0, "how long the burst scenario waits for every election to lead (0: the mode's default, 150s; 30s with -short)")
 	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the candidates' side; the etcd member runs in a child, see "+servers.PprofEnv+") to this file")
+	heapProfile := fs.String("heapprofile", "", "the burst scenario writes the heap profile it measures an idle election on to this prefix + \"-<library>.pprof\"")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -81,7 +83,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "bench: -samples %d is negative\n", *samples)
 		return 2
 	}
-	cfg := harness.Config{Short: *short, Samples: *samples, Libs: *libsFlag, Shards: *shardsN, Burst: *burstN, BurstCap: *burstCap, Command: "bench " + strings.Join(args, " ")}
+	cfg := harness.Config{Short: *short, Samples: *samples, Libs: *libsFlag, Shards: *shardsN, Burst: *burstN, BurstCap: *burstCap, HeapProfile: *heapProfile, Command: "bench " + strings.Join(args, " ")}
 	for _, f := range strings.Split(*scaleNs, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
@@ -115,6 +117,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *heapProfile != "" {
+		runtime.MemProfileRate = 512 // an idle election holds some 40 objects: sample them all
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

@@ -352,6 +352,11 @@ wait:
 	}
 	s.QuietMS = float64(time.Since(start).Microseconds()) / 1000
 	h1, g1 := heapNow()
+	if r.cfg.HeapProfile != "" {
+		if err := writeHeapProfile(r.cfg.HeapProfile + "-" + slug(s.Lib) + ".pprof"); err != nil {
+			return err
+		}
+	}
 	s.HeapBytes = (float64(h1) - float64(h0)) / float64(n)
 	s.Goroutines = float64(g1-g0) / float64(n)
 	window := burstTTL

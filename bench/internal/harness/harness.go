@@ -49,6 +49,10 @@ type Config struct {
 	BurstCap time.Duration
 	// ScaleNs, if set, replaces the scale scenario's sizes.
 	ScaleNs []int
+	// HeapProfile, if set, is a path prefix: the burst scenario writes the
+	// heap profile it measures an idle election's heap on to
+	// HeapProfile + "-" + the library's slug + ".pprof".
+	HeapProfile string
 	// Entries overrides the registry (nil: libs.All()), for tests.
 	Entries []libs.Entry
 }

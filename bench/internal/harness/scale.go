@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -184,6 +186,32 @@ func heapNow() (uint64, int) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc, runtime.NumGoroutine()
+}
+
+// writeHeapProfile writes the process's heap profile (after heapNow's
+// collections) to path, and its goroutines' stacks beside it.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	// Beside it, what the goroutines wait in, grouped by stack.
+	g, err := os.Create(strings.TrimSuffix(path, ".pprof") + ".goroutines.txt")
+	if err != nil {
+		return fmt.Errorf("goroutine profile: %w", err)
+	}
+	if err := pprof.Lookup("goroutine").WriteTo(g, 1); err != nil {
+		g.Close()
+		return fmt.Errorf("goroutine profile: %w", err)
+	}
+	return g.Close()
 }
 
 func (r *run) scaleOne(ctx context.Context, e libs.Entry, env libs.Env, s *ScaleRow, sessions bool) error {
