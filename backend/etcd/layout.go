@@ -343,16 +343,24 @@ func (l layout) firstWindow(from string) string {
 	return l.windowEnds(from, 1)[0]
 }
 
-// windowEnds returns the ends of the first n windows above from that end
-// before the queue's end, then the queue's end.
-func (l layout) windowEnds(from string, n int) []string {
-	s, ok := strings.CutPrefix(from, l.queue)
+// rank parses the rank a queue key (or a key past one) is named for: its
+// 32 hex digits after the queue's directory, as 128 bits (hi, lo). ok is
+// false for a key whose name does not carry one.
+func (l layout) rank(key string) (hi, lo uint64, ok bool) {
+	s, ok := strings.CutPrefix(key, l.queue)
 	if !ok || len(s) < 32 {
-		return []string{l.queueEnd}
+		return 0, 0, false
 	}
 	hi, err1 := strconv.ParseUint(s[:16], 16, 64)
 	lo, err2 := strconv.ParseUint(s[16:32], 16, 64)
-	if err1 != nil || err2 != nil {
+	return hi, lo, err1 == nil && err2 == nil
+}
+
+// windowEnds returns the ends of the first n windows above from that end
+// before the queue's end, then the queue's end.
+func (l layout) windowEnds(from string, n int) []string {
+	hi, lo, ok := l.rank(from)
+	if !ok {
 		return []string{l.queueEnd}
 	}
 	var ends []string

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
-	"strconv"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -54,13 +52,8 @@ const succReads = 1
 // the arrival windows stop at the first that reaches past the latest
 // arrival possible for the key's priority.
 func (l layout) windowsBelow(key string, n int) []string {
-	s, ok := strings.CutPrefix(key, l.queue)
-	if !ok || len(s) < 32 {
-		return []string{l.queue}
-	}
-	hi, err1 := strconv.ParseUint(s[:16], 16, 64)
-	lo, err2 := strconv.ParseUint(s[16:32], 16, 64)
-	if err1 != nil || err2 != nil {
+	hi, lo, ok := l.rank(key)
+	if !ok {
 		return []string{l.queue}
 	}
 	var starts []string

@@ -28,24 +28,31 @@ type view struct {
 	transfer *mvccpb.KeyValue // a pending hand-over's key, or nil
 }
 
+// readOpts returns o, with WithSerializable if serializable.
+func readOpts(serializable bool, o ...clientv3.OpOption) []clientv3.OpOption {
+	if serializable {
+		o = append(o, clientv3.WithSerializable())
+	}
+	return o
+}
+
 // lookOps reads c's key, the two keys just above from (the windows of
 // aboveOp), the leader key and the first key of each range a key of the
 // previous layout would be in.
 func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []clientv3.Op {
-	opts := func(o ...clientv3.OpOption) []clientv3.OpOption {
-		if serializable {
-			o = append(o, clientv3.WithSerializable())
-		}
-		return o
-	}
-	return []clientv3.Op{
-		clientv3.OpGet(c.key, opts()...),
-		e.lay.aboveOp(from, serializable),
+	return e.viewOps(c, serializable, e.lay.aboveOp(from, serializable))
+}
+
+// viewOps reads c's key, then what above reads of the queue above it,
+// then the leader key, the first key of each range a key of the previous
+// layout would be in, and the transfer key.
+func (e *Elector) viewOps(c *candidacy, serializable bool, above ...clientv3.Op) []clientv3.Op {
+	opts := func(o ...clientv3.OpOption) []clientv3.OpOption { return readOpts(serializable, o...) }
+	return append(append([]clientv3.Op{clientv3.OpGet(c.key, opts()...)}, above...),
 		e.lay.leadersOp(opts()...),
 		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1))...),
 		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1))...),
-		clientv3.OpGet(e.lay.transfer, opts()...),
-	}
+		clientv3.OpGet(e.lay.transfer, opts()...))
 }
 
 // nearOps reads c's key, up to two keys of the first window above from,
@@ -113,12 +120,7 @@ func (e *Elector) nearView(rev int64, rs []*pb.ResponseOp, from string) *view {
 		v.own = kvs[0]
 	}
 	v.above = rs[1].GetResponseRange().GetKvs()
-	if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		v.leader = kvs[0]
-		if len(kvs) > 1 {
-			v.second = kvs[1]
-		}
-	}
+	v.leader, v.second = leaders(rs[2])
 	if kvs := rs[3].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		v.transfer = kvs[0]
 	}
@@ -127,29 +129,31 @@ func (e *Elector) nearView(rev int64, rs []*pb.ResponseOp, from string) *view {
 
 // parseView reads the responses of lookOps(c, from, …).
 func (e *Elector) parseView(rev int64, rs []*pb.ResponseOp, from string) *view {
-	get := func(i int) []*mvccpb.KeyValue { return rs[i].GetResponseRange().GetKvs() }
 	v := &view{rev: rev}
 	v.above, v.last = readAbove(rs[1], len(e.lay.windows(from)))
+	e.viewRest(v, rs, 2)
+	return v
+}
+
+// viewRest reads what viewOps reads besides the queue above c into v:
+// c's key (rs[0]), and the leader keys, the ranges of the previous
+// layout and the transfer key (from rs[at] on).
+func (e *Elector) viewRest(v *view, rs []*pb.ResponseOp, at int) {
+	get := func(i int) []*mvccpb.KeyValue { return rs[i].GetResponseRange().GetKvs() }
 	if kvs := get(0); len(kvs) > 0 {
 		v.own = kvs[0]
 	}
-	if kvs := get(2); len(kvs) > 0 {
-		v.leader = kvs[0]
-		if len(kvs) > 1 {
-			v.second = kvs[1]
-		}
-	}
-	if kvs := get(5); len(kvs) > 0 {
+	v.leader, v.second = leaders(rs[at])
+	if kvs := get(at + 3); len(kvs) > 0 {
 		v.transfer = kvs[0]
 	}
-	for _, i := range []int{3, 4} {
+	for _, i := range []int{at + 1, at + 2} {
 		for _, kv := range get(i) {
 			if e.oldLayout(kv) {
 				v.old = kv
 			}
 		}
 	}
-	return v
 }
 
 // oldLayout reports whether kv is a candidate key of the layout before
@@ -216,21 +220,9 @@ const quickReads = 2
 // quickOps reads what lookOps does, with the windows [from, w1) and [w1,
 // w2) for aboveOp's walk: ranges alone.
 func (e *Elector) quickOps(c *candidacy, from, w1, w2 string, serializable bool) []clientv3.Op {
-	opts := func(o ...clientv3.OpOption) []clientv3.OpOption {
-		if serializable {
-			o = append(o, clientv3.WithSerializable())
-		}
-		return o
-	}
-	return []clientv3.Op{
-		clientv3.OpGet(c.key, opts()...),
-		clientv3.OpGet(from, opts(clientv3.WithRange(w1), clientv3.WithLimit(2))...),
-		clientv3.OpGet(w1, opts(clientv3.WithRange(w2), clientv3.WithLimit(2))...),
-		e.lay.leadersOp(opts()...),
-		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1))...),
-		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1))...),
-		clientv3.OpGet(e.lay.transfer, opts()...),
-	}
+	return e.viewOps(c, serializable,
+		clientv3.OpGet(from, readOpts(serializable, clientv3.WithRange(w1), clientv3.WithLimit(2))...),
+		clientv3.OpGet(w1, readOpts(serializable, clientv3.WithRange(w2), clientv3.WithLimit(2))...))
 }
 
 // quickView reads the responses of quickOps(…, w1, w2, …); ok is false
@@ -250,19 +242,6 @@ func (e *Elector) quickView(rev int64, rs []*pb.ResponseOp, w1, w2 string) (v *v
 	default:
 		return nil, false
 	}
-	if kvs := get(0); len(kvs) > 0 {
-		v.own = kvs[0]
-	}
-	v.leader, v.second = leaders(rs[3])
-	if kvs := get(6); len(kvs) > 0 {
-		v.transfer = kvs[0]
-	}
-	for _, i := range []int{4, 5} {
-		for _, kv := range get(i) {
-			if e.oldLayout(kv) {
-				v.old = kv
-			}
-		}
-	}
+	e.viewRest(v, rs, 3)
 	return v, true
 }
