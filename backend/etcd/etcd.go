@@ -870,7 +870,7 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 				[]clientv3.Op{clientv3.OpPut(next.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}, nil))
 		case token != 0 && succ != nil:
 			// c's successor leads on this release's event (succ.go).
-			if op, ok := e.handOverOps(c, lkey, succ); ok {
+			if op, ok := e.handOverOps(c, lkey, token, succ); ok {
 				then = append(then, op)
 			}
 		}

@@ -3,6 +3,7 @@ package etcd
 import (
 	"errors"
 	"strings"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -27,6 +28,10 @@ func (f *follower) guard(token int64) {
 	seen := token
 	p := newPreemption(e, c)
 	defer p.stop()
+	// The read of c's successor runs beside the watch: the watch is
+	// taken from (its creation, a change of c's keys) while it is out.
+	var rd *succRead
+	var succRetry <-chan time.Time
 	for c.ctx.Err() == nil {
 		if f.w == nil {
 			rev, ok := f.rewatch(token, p)
@@ -35,24 +40,24 @@ func (f *follower) guard(token int64) {
 			}
 			seen, f.needSucc = rev, true
 		}
-		if f.needSucc {
-			f.needSucc = false
-			sv, err := e.readSucc(c.ctx, c)
-			switch {
-			case err == nil:
-				e.mu.Lock()
-				c.succ = sv.succ
-				e.mu.Unlock()
-				f.succRev = sv.rev
-			case c.ctx.Err() == nil:
-				// Its release deletes c's keys alone: the head of the
-				// queue claims, as after a crash.
-				e.retryLog(c, "reading the candidate next in line", err)
-			}
+		if f.needSucc && rd == nil {
+			f.needSucc, succRetry = false, nil
+			rd = f.startSuccRead()
+		}
+		var rdDone <-chan struct{}
+		if rd != nil {
+			rdDone = rd.done
 		}
 		select {
 		case <-c.ctx.Done():
 			return
+		case <-rdDone:
+			if f.endSuccRead(rd) {
+				succRetry = time.After(f.nextRetry())
+			}
+			rd = nil
+		case <-succRetry:
+			succRetry, f.needSucc = nil, true
 		case <-p.fire():
 			if p.preempt(token) {
 				return
@@ -85,7 +90,10 @@ func (f *follower) guard(token int64) {
 						case strings.HasPrefix(k, e.lay.leader):
 							e.noteNext(c, ev)
 						case strings.HasPrefix(k, e.lay.queue) && k < c.key:
-							if ev.Kv.ModRevision > f.succRev && e.noteSucc(c, ev) {
+							switch {
+							case rd != nil:
+								rd.note(ev) // applied after its view
+							case ev.Kv.ModRevision > f.succRev && e.noteSucc(c, ev):
 								f.needSucc = true
 							}
 						default:

@@ -378,10 +378,11 @@ func (l *limiter) sendBatch(b []*call) {
 	if err == nil && len(resp.Responses) != len(b) {
 		err = errors.New("etcd election: a batch's response holds a different number of responses than it had requests")
 	}
-	if err != nil && isFinal(l.cli, err) && l.cli.Ctx().Err() == nil {
-		// Refused as a whole: perhaps for one request's sake (its
-		// election's permission), perhaps for the batch's own (more
-		// operations or bytes than the member takes). Each goes alone.
+	if err != nil && refusedWhole(l.cli, err) && l.cli.Ctx().Err() == nil {
+		// Refused as a whole, nothing applied: perhaps for one request's
+		// sake (its election's permission, its lease gone), perhaps for
+		// the batch's own (more operations or bytes than the member
+		// takes). Each goes alone, a few at a time.
 		l.mu.Lock()
 		switch {
 		case errors.Is(err, rpctypes.ErrTooManyOps):
@@ -391,8 +392,11 @@ func (l *limiter) sendBatch(b []*call) {
 		}
 		l.mu.Unlock()
 		var wg sync.WaitGroup
+		slots := make(chan struct{}, maxFallback)
 		for _, c := range b {
+			slots <- struct{}{}
 			wg.Go(func() {
+				defer func() { <-slots }()
 				h, r, err := l.alone(c.ctx, c)
 				l.finish(c, h, r, err)
 			})
@@ -407,6 +411,19 @@ func (l *limiter) sendBatch(b []*call) {
 		}
 		l.finish(c, resp.Header, resp.Responses[i], nil)
 	}
+}
+
+// maxFallback is how many requests of a batch refused as a whole go alone
+// at once.
+const maxFallback = 8
+
+// refusedWhole reports whether err, a batch's, says the member refused
+// the transaction as a whole, applying none of it, for a reason that may
+// be one request's alone: a final error (isFinal), or a lease one of its
+// puts names that the member no longer knows (it checks every put's lease
+// before it applies any).
+func refusedWhole(cli *clientv3.Client, err error) bool {
+	return isFinal(cli, err) || errors.Is(err, rpctypes.ErrLeaseNotFound)
 }
 
 // finish sets c's outcome and wakes it, unless its ctx ended.

@@ -148,16 +148,22 @@ func (e *Elector) noteSucc(c *candidacy, ev *clientv3.Event) (reread bool) {
 
 // handOverOps returns what c's release adds to its transaction to hand
 // over to its successor, succ: a transaction that, if succ's key is still
-// the one c knows under its lease, nothing is queued between them or
-// above c's key, c's leadership key is the only one and no hand-over of
-// an earlier version is pending, creates succ's leadership key under
+// the one c knows (created, last put and leased as c read it), nothing is
+// queued between them or above c's key, c's leadership key (lkey, created
+// at token) is the only one and no hand-over of an earlier version is
+// pending, creates succ's leadership key under
 // succ's lease, named for its arrival, with its record. c's own keys go
 // in the same transaction (release), whatever this one does. ok is false
 // if succ's key or record is not this package's.
-func (e *Elector) handOverOps(c *candidacy, lkey string, succ *mvccpb.KeyValue) (op clientv3.Op, ok bool) {
+func (e *Elector) handOverOps(c *candidacy, lkey string, token int64, succ *mvccpb.KeyValue) (op clientv3.Op, ok bool) {
 	skey := string(succ.Key)
 	name, err := e.lay.handedKey(skey)
 	if err != nil {
+		return clientv3.Op{}, false
+	}
+	if lease, err := e.lay.queueLease(skey); err != nil || succ.Lease == 0 || lease != succ.Lease {
+		// Put again by another hand, under another lease or none: the key
+		// made for it would be named for one lease and held by another.
 		return clientv3.Op{}, false
 	}
 	ld, err := record.Decode(succ.Value)
@@ -174,10 +180,85 @@ func (e *Elector) handOverOps(c *candidacy, lkey string, succ *mvccpb.KeyValue) 
 	mark := clientv3.OpPut(skey, string(record.EncodeLeader(to, ld.Value, name)), clientv3.WithIgnoreLease())
 	return clientv3.OpTxn([]clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(skey), "=", succ.CreateRevision),
+		clientv3.Compare(clientv3.ModRevision(skey), "=", succ.ModRevision), // the record read is the key's
 		clientv3.Compare(clientv3.LeaseValue(skey), "=", succ.Lease),
 		emptyIn(after(skey), c.key),
 		emptyIn(after(c.key), e.lay.queueEnd),
+		// c's leadership key is the only one, and the one made for succ
+		// is not there yet (its create revision is the new token).
+		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token).WithRange(after(lkey)),
 		emptyIn(after(lkey), e.lay.leadEnd),
+		clientv3.Compare(clientv3.CreateRevision(name), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
 	}, []clientv3.Op{clientv3.OpPut(name, rec, clientv3.WithLease(clientv3.LeaseID(succ.Lease))), mark}, nil), true
+}
+
+// succRead is a read of the leader's successor in flight (guard): its
+// outcome, and the events of the queue below the leader's key that came
+// while it was out, which apply after its view.
+type succRead struct {
+	done chan struct{} // closed once sv and err are set
+	sv   succView
+	err  error
+	evs  []*clientv3.Event
+	over bool // more events came than evs keeps: read again
+}
+
+// maxSuccEvents bounds the events a read of the successor keeps while it
+// is out.
+const maxSuccEvents = 64
+
+// startSuccRead starts a read of c's successor in a goroutine of its own,
+// counted in e.wg (f's goroutine counts there already).
+func (f *follower) startSuccRead() *succRead {
+	e, c := f.e, f.c
+	rd := &succRead{done: make(chan struct{})}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		rd.sv, rd.err = e.readSucc(c.ctx, c)
+		close(rd.done)
+	}()
+	return rd
+}
+
+// note keeps ev, an event of the queue below the leader's key, for after
+// the read.
+func (rd *succRead) note(ev *clientv3.Event) {
+	if len(rd.evs) == maxSuccEvents {
+		rd.over = true
+		return
+	}
+	rd.evs = append(rd.evs, ev)
+}
+
+// endSuccRead applies rd, done: c's successor as read, then the events
+// that came meanwhile. It reports whether the read failed while c goes
+// on: the guard reads again after a pause, and until then c's release
+// deletes its keys alone (the head of the queue claims, as after a crash).
+func (f *follower) endSuccRead(rd *succRead) (retry bool) {
+	e, c := f.e, f.c
+	if rd.err != nil {
+		e.mu.Lock()
+		c.succ = nil
+		e.mu.Unlock()
+		if c.ctx.Err() != nil {
+			return false
+		}
+		e.retryLog(c, "reading the candidate next in line", rd.err)
+		return true
+	}
+	e.mu.Lock()
+	c.succ = rd.sv.succ
+	e.mu.Unlock()
+	f.succRev = rd.sv.rev
+	for _, ev := range rd.evs {
+		if ev.Kv.ModRevision > f.succRev && e.noteSucc(c, ev) {
+			f.needSucc = true
+		}
+	}
+	if rd.over {
+		f.needSucc = true
+	}
+	return false
 }

@@ -186,6 +186,58 @@ func TestBatchRefusedForOneElection(t *testing.T) {
 	}
 }
 
+// TestBatchWithALapsedLease: two Sessions on one client, the lease of one
+// revoked by another client just before a burst of Campaigns on both. etcd
+// refuses a transaction as a whole when a put names a lease it no longer
+// knows, so a batch that holds one create of the revoked Session's fails
+// for all: each request then goes alone, and only the revoked Session's
+// candidacies meet the lapsed lease. The other Session lives on, and each
+// of its elections leads.
+func TestBatchWithALapsedLease(t *testing.T) {
+	const live, revoked = 150, 30
+	eps := startEtcd(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*patience)
+	defer cancel()
+	admin := newClient(t, eps)
+	count := new(requestCount)
+	cli := dialClient(t, eps, grpc.WithChainUnaryInterceptor(count.unary))
+	s := newSession(t, cli, election.WithTTL(30*time.Second))
+	gone := newSession(t, cli, election.WithTTL(30*time.Second)) // renewed every 10 s: it learns of the revoke late
+	var es []*etcd.Elector
+	for i := range live + revoked {
+		if i%6 == 5 {
+			es = append(es, onSession(t, gone, fmt.Sprintf("/no/%d", i), "a"))
+		} else {
+			es = append(es, onSession(t, s, fmt.Sprintf("/ok/%d", i), "a"))
+		}
+	}
+	if _, err := admin.Revoke(ctx, gone.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	results := make([]<-chan result, len(es))
+	for i, e := range es {
+		results[i] = campaignAsync(ctx, e)
+	}
+	for i, ch := range results {
+		r := await(t, ch)
+		switch name := es[i].Name(); {
+		case strings.HasPrefix(name, "/ok/") && r.err != nil:
+			t.Errorf("%s: %v", name, r.err)
+		case strings.HasPrefix(name, "/no/") && !errors.Is(r.err, election.ErrSessionLost):
+			t.Errorf("%s: Campaign returned %v, %v; want ErrSessionLost", name, r.t, r.err)
+		}
+	}
+	if !count.tops["/no /ok"] {
+		t.Errorf("no batch held requests of both Sessions' elections (batches of %v)", count.tops)
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("the live Session ended: %v", err)
+	}
+	if gone.Err() == nil {
+		t.Error("the revoked Session did not end")
+	}
+}
+
 // A service with a leader per shard starts a Campaign per shard, all at
 // once, on a Session per process: a few hundred elections × 3 candidates
 // on three Sessions (three clients, TTL 5 s), every Campaign started

@@ -2,6 +2,7 @@ package etcdsuite_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/electkit/election"
 	"github.com/electkit/election/internal/rig/etcdtest"
 )
 
@@ -230,4 +232,76 @@ func (l *watchLog) state() (int, []string) {
 func watchedClient(t *testing.T, eps []string, l *watchLog) *clientv3.Client {
 	t.Helper()
 	return dialClient(t, eps, grpc.WithChainStreamInterceptor(l.stream))
+}
+
+// heldSuccReads holds a client's reads of a leader's successor (succRead)
+// until release is closed.
+type heldSuccReads struct {
+	once    sync.Once
+	held    chan struct{} // closed when the first is held
+	release chan struct{}
+}
+
+func (h *heldSuccReads) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if r, ok := req.(*pb.TxnRequest); ok && method == methodTxn && succRead(r) {
+		h.once.Do(func() { close(h.held) })
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// TestGuardWhileReadingSuccessor: a new leader reads its successor once
+// its Term has begun; while that read is out (held here), its watch is
+// still followed. Another client deletes the leader's leadership key
+// meanwhile: the Term ends at once, not when the read returns.
+func TestGuardWhileReadingSuccessor(t *testing.T) {
+	eps := startEtcd(t)
+	ctx := ctxT(t)
+	admin := newClient(t, eps)
+	h := &heldSuccReads{held: make(chan struct{}), release: make(chan struct{})}
+	defer close(h.release)
+	const name = "/guard/succ"
+	a := newElector(t, newClient(t, eps), name, "a", election.WithTTL(10*time.Second))
+	b := newElector(t, dialClient(t, eps, grpc.WithChainUnaryInterceptor(h.unary)), name, "b", election.WithTTL(10*time.Second))
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := campaignAsync(ctx, b)
+	waitQueue(t, admin, name, 2)
+	awaitNextNoted(t, a)
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.t.Token() <= ta.Token() {
+		t.Fatalf("token %d after %d", r.t.Token(), ta.Token())
+	}
+	select {
+	case <-h.held:
+	case <-time.After(patience):
+		t.Fatal("b never read its successor")
+	}
+	lkey, err := b.FenceKey(r.t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Delete(ctx, lkey); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-r.t.Done():
+		if !errors.Is(r.t.Err(), election.ErrSessionLost) {
+			t.Errorf("the Term ended with %v; want ErrSessionLost", r.t.Err())
+		}
+	case <-time.After(patience):
+		t.Fatalf("b's Term did not end within %v of its leadership key's deletion while its read of its successor was held", patience)
+	}
 }
