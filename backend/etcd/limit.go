@@ -52,9 +52,9 @@ import (
 // log); 5.0 s when a request could go alone while the batches were in
 // flight. A request alone in the queue goes alone, as before. A batch that
 // etcd refuses as a whole for a reason that may be one request's (a
-// permission denied on one election's keys, too many operations, too
-// large) is sent again request by request, so that each gets its own
-// answer.
+// permission denied on one election's keys, a lease one of its puts names
+// that etcd no longer knows, too many operations, too large) is sent again
+// request by request, a few at a time, so that each gets its own answer.
 
 // maxInFlight is how many requests of one client may be in flight at once
 // alone, beside the batches: enough to keep a member busy, few enough that
