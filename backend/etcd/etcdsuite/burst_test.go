@@ -161,19 +161,7 @@ func TestBatchRefusedForOneElection(t *testing.T) {
 		}
 		es = append(es, onSession(t, s, name, "a"))
 	}
-	results := make([]<-chan result, len(es))
-	for i, e := range es {
-		results[i] = campaignAsync(ctx, e)
-	}
-	for i, ch := range results {
-		r := await(t, ch)
-		switch name := es[i].Name(); {
-		case strings.HasPrefix(name, "/ok/") && r.err != nil:
-			t.Errorf("%s: %v", name, r.err)
-		case strings.HasPrefix(name, "/no/") && !errors.Is(r.err, rpctypes.ErrPermissionDenied):
-			t.Errorf("%s: Campaign returned %v, %v; want the permission error", name, r.t, r.err)
-		}
-	}
+	campaignOkNo(ctx, t, es, rpctypes.ErrPermissionDenied)
 	for _, m := range count.mixed {
 		t.Errorf("a batch held two requests of one election: %s", m)
 	}
@@ -183,6 +171,26 @@ func TestBatchRefusedForOneElection(t *testing.T) {
 	}
 	if err := s.Err(); err != nil {
 		t.Errorf("the Session ended: %v", err)
+	}
+}
+
+// campaignOkNo calls Campaign on every Elector of es at once, and checks
+// that those of elections under /ok/ lead and those under /no/ fail with
+// noErr.
+func campaignOkNo(ctx context.Context, t *testing.T, es []*etcd.Elector, noErr error) {
+	t.Helper()
+	results := make([]<-chan result, len(es))
+	for i, e := range es {
+		results[i] = campaignAsync(ctx, e)
+	}
+	for i, ch := range results {
+		r := await(t, ch)
+		switch name := es[i].Name(); {
+		case strings.HasPrefix(name, "/ok/") && r.err != nil:
+			t.Errorf("%s: %v", name, r.err)
+		case strings.HasPrefix(name, "/no/") && !errors.Is(r.err, noErr):
+			t.Errorf("%s: Campaign returned %v, %v; want %v", name, r.t, r.err, noErr)
+		}
 	}
 }
 
@@ -214,19 +222,7 @@ func TestBatchWithALapsedLease(t *testing.T) {
 	if _, err := admin.Revoke(ctx, gone.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	results := make([]<-chan result, len(es))
-	for i, e := range es {
-		results[i] = campaignAsync(ctx, e)
-	}
-	for i, ch := range results {
-		r := await(t, ch)
-		switch name := es[i].Name(); {
-		case strings.HasPrefix(name, "/ok/") && r.err != nil:
-			t.Errorf("%s: %v", name, r.err)
-		case strings.HasPrefix(name, "/no/") && !errors.Is(r.err, election.ErrSessionLost):
-			t.Errorf("%s: Campaign returned %v, %v; want ErrSessionLost", name, r.t, r.err)
-		}
-	}
+	campaignOkNo(ctx, t, es, election.ErrSessionLost)
 	if !count.tops["/no /ok"] {
 		t.Errorf("no batch held requests of both Sessions' elections (batches of %v)", count.tops)
 	}
