@@ -171,10 +171,7 @@ func limiterOf(cli *clientv3.Client) *limiter {
 }
 
 // do runs c, alone or in a batch, and returns its outcome; it returns
-// ctx.Err() once c's ctx ends, whatever a batch it is in does — but for a
-// write already sent in a batch, whose outcome it waits for a little
-// (settle): the caller releases what the write made once do returns, and
-// a release that overtook the write would leave its key behind.
+// ctx.Err() once c's ctx ends, whatever a batch it is in does.
 func (l *limiter) do(c *call) error {
 	if err := c.ctx.Err(); err != nil {
 		return err
@@ -205,20 +202,6 @@ func (l *limiter) do(c *call) error {
 			l.mu.Unlock()
 			return c.ctx.Err()
 		case callBatched:
-			if c.batch != nil && c.kind == kindWrite {
-				// Its write is on its way in the batch: wait a little
-				// for the outcome, so that what the caller does next
-				// (release what the write made) comes after it.
-				l.mu.Unlock()
-				if l.settle(c) {
-					return c.err
-				}
-				l.mu.Lock()
-				if c.state == callDone {
-					l.mu.Unlock()
-					return c.err
-				}
-			}
 			c.state = callGone
 			if b := c.batch; b != nil {
 				if b.live--; b.live == 0 {
@@ -242,24 +225,6 @@ func (l *limiter) do(c *call) error {
 		return l.sendAlone(c)
 	}
 	return c.err
-}
-
-// settleWait bounds how long a write whose caller's ctx ended waits for
-// the batch it went in.
-const settleWait = time.Second
-
-// settle waits for the outcome of c, a write sent in a batch, for at most
-// settleWait, and reports whether it came.
-func (l *limiter) settle(c *call) bool {
-	t := time.NewTimer(settleWait)
-	defer t.Stop()
-	select {
-	case <-c.ready:
-		return true
-	case <-t.C:
-	case <-l.cli.Ctx().Done():
-	}
-	return false
 }
 
 // sendAlone sends c, which holds a slot of its own, and gives the slot
