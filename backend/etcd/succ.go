@@ -99,6 +99,7 @@ type succView struct {
 func (e *Elector) readSucc(ctx context.Context, c *candidacy) (succView, error) {
 	starts := e.lay.windowsBelow(c.key, 2*succReads)
 	hi := c.key
+	var rev int64
 	for i := 0; i < succReads && hi != e.lay.queue; i++ {
 		w1 := starts[min(2*i, len(starts)-1)]
 		w2 := starts[min(2*i+1, len(starts)-1)]
@@ -109,17 +110,18 @@ func (e *Elector) readSucc(ctx context.Context, c *candidacy) (succView, error) 
 		if err != nil {
 			return succView{}, err
 		}
+		rev = resp.Header.Revision
 		for j, end := range []string{w1, w2} {
 			if kvs := resp.Responses[j].GetResponseRange().GetKvs(); len(kvs) > 0 {
-				return succView{rev: resp.Header.Revision, succ: kvs[0]}, nil
+				return succView{rev: rev, succ: kvs[0]}, nil
 			}
 			if end == e.lay.queue {
-				return succView{rev: resp.Header.Revision}, nil
+				return succView{rev: rev}, nil
 			}
 		}
 		hi = w2
 	}
-	return succView{}, nil
+	return succView{rev: rev}, nil // none within the windows read: unknown until the watch shows one
 }
 
 // noteSucc applies ev, an event of a queue key below c's while c leads, to
@@ -234,14 +236,12 @@ func (rd *succRead) note(ev *clientv3.Event) {
 
 // endSuccRead applies rd, done: c's successor as read, then the events
 // that came meanwhile. It reports whether the read failed while c goes
-// on: the guard reads again after a pause, and until then c's release
-// deletes its keys alone (the head of the queue claims, as after a crash).
+// on: the guard reads again after a pause. Until then c.succ stays as it
+// was: a release that finds it stale hands over to no one (handOverOps'
+// compares fail), and the head of the queue claims, as after a crash.
 func (f *follower) endSuccRead(rd *succRead) (retry bool) {
 	e, c := f.e, f.c
 	if rd.err != nil {
-		e.mu.Lock()
-		c.succ = nil
-		e.mu.Unlock()
 		if c.ctx.Err() != nil {
 			return false
 		}
