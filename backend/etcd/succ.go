@@ -211,14 +211,20 @@ type succRead struct {
 const maxSuccEvents = 64
 
 // startSuccRead starts a read of c's successor in a goroutine of its own,
-// counted in e.wg (f's goroutine counts there already).
+// counted in e.wg (f's goroutine counts there already). The read is not
+// canceled when c ends (a Resign just after the Term began): a request
+// canceled in flight makes clientv3 log a warning, and this one is a
+// read that returns in a round trip. It ends within one lease window
+// however the store answers, within the bound Close waits for releases.
 func (f *follower) startSuccRead() *succRead {
 	e, c := f.e, f.c
 	rd := &succRead{done: make(chan struct{})}
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		rd.sv, rd.err = e.readSucc(c.ctx, c)
+		ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
+		defer cancel()
+		rd.sv, rd.err = e.readSucc(ctx, c)
 		close(rd.done)
 	}()
 	return rd

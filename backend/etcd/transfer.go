@@ -262,8 +262,13 @@ func (f *follower) checkHandover(token int64) bool {
 	e.mu.Unlock()
 	// The count-only read makes the transaction linearizable: etcd serves
 	// one of Compares alone from the member it reaches, which may not
-	// have applied the hand-over yet.
-	resp, err := e.commit(c.ctx, true, newTxn().
+	// have applied the hand-over yet. As the read of the successor
+	// (startSuccRead), it is not canceled when c ends as its Term begins
+	// (clientv3 logs a warning for a request canceled in flight), and ends
+	// within one lease window.
+	ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
+	defer cancel()
+	resp, err := e.commit(ctx, true, newTxn().
 		If(clientv3.Compare(clientv3.CreateRevision(lkey), "=", token), clientv3.Compare(clientv3.LeaseValue(lkey), "=", c.s.lease)).
 		Then(clientv3.OpGet(lkey, clientv3.WithCountOnly())))
 	switch {
