@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -56,18 +57,30 @@ func CheckValidTermsGrace(h *History, grace time.Duration) Verdict {
 	found := false
 	var a, b Term
 	excused, longest := 0, int64(0)
-	operatorRace := func(t, u Term) bool {
+	// operatorRace reports whether u's overlap with t, an older Term, is
+	// another client's doing (an operator fault removed t's key, and u was
+	// elected on it) and lasted at most the grace, and how long it lasted.
+	// A Term whose process was killed counts as ending at the kill: its
+	// deadline stands against a successor elected on the lease's expiry,
+	// but this successor was elected on the removal, whose event would
+	// have ended t within the grace had its process lived.
+	operatorRace := func(t, u Term) (bool, int64) {
 		g := int64(grace)
-		if g <= 0 || min(t.End, u.End)-u.Start > g {
-			return false
+		end := t.End
+		if k, killed := killedAfter(h, t.Candidate, t.PID, t.Start); killed && strings.HasPrefix(t.EndedBy, "killed") && k < end {
+			end = k
+		}
+		overlap := min(end, u.End) - u.Start
+		if g <= 0 || overlap > g {
+			return false, 0
 		}
 		for _, f := range h.Faults {
 			acked := max(f.Acked, f.Start)
-			if f.Kind == "operator" && f.Start <= u.Start && u.Start <= f.End+g && t.End-acked <= g && t.End >= f.Start {
-				return true
+			if f.Kind == "operator" && f.Start <= u.Start && u.Start <= f.End+g && end-acked <= g && end >= f.Start {
+				return true, max(overlap, 0)
 			}
 		}
-		return false
+		return false, 0
 	}
 	for i, t := range ts {
 		for _, u := range ts[i+1:] {
@@ -80,9 +93,9 @@ func CheckValidTermsGrace(h *History, grace time.Duration) Verdict {
 			if (u.Candidate == t.Candidate && u.PID == t.PID) || u.Start >= u.End || t.Start >= t.End {
 				continue
 			}
-			if operatorRace(t, u) {
+			if ok, overlap := operatorRace(t, u); ok {
 				excused++
-				longest = max(longest, min(t.End, u.End)-u.Start)
+				longest = max(longest, overlap)
 				continue
 			}
 			if !found || u.Start < v.At {

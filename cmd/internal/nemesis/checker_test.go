@@ -523,6 +523,34 @@ func TestCheckValidTermsOperatorGrace(t *testing.T) {
 	}
 }
 
+// TestCheckValidTermsOperatorThenKill: another client removes the
+// leader's key and the leader's process is killed before it could see the
+// removal; its Term, with no Demoted, runs to its deadline. The successor
+// elected on the removal is the operator's doing: the old Term counts as
+// ending at the kill, within the grace of the removal's answer. A kill
+// past the grace, or a successor with no operator fault, still fails.
+func TestCheckValidTermsOperatorThenKill(t *testing.T) {
+	h := func(killMs int64, faults ...Fault) *History {
+		return &History{Start: t0, End: at(3000), Faults: faults,
+			Events: []Event{
+				elected("a", 1, 0, 1500), // no Demoted: killed
+				elected("b", 2, 503, 1800),
+				demoted("b", 2, 1700),
+			},
+			Killed: map[string]int64{"a": at(killMs)}}
+	}
+	op := Fault{Kind: "operator", Target: "delete the leader key", Start: at(500), End: at(502), Acked: at(502)}
+	if v := CheckValidTermsGrace(h(502, op), 100*time.Millisecond); !v.OK {
+		t.Errorf("a leader killed as another client removed its key: %s", v.Detail)
+	}
+	if v := CheckValidTermsGrace(h(700, op), 100*time.Millisecond); v.OK {
+		t.Errorf("a leader killed 198 ms after its key's removal was answered passed: %s", v.Detail)
+	}
+	if v := CheckValidTermsGrace(h(502), 100*time.Millisecond); v.OK {
+		t.Errorf("a successor elected before a killed leader's deadline, no operator fault, passed: %s", v.Detail)
+	}
+}
+
 // A Term reported Ended (by its lease clock, before a hand-over) is over
 // then, even if its process is killed before OnDemoted: a successor elected
 // after the Ended does not overlap it; one elected before does.
