@@ -62,7 +62,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 	nothingAbove := e.lay.nested(f.from,
 		func() []clientv3.Op { return []clientv3.Op{put} },
 		func(lo, hi string) []clientv3.Op {
-			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(2))}
+			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(aboveLimit))}
 		})
 	resp, err := e.commit(c.ctx, true, newTxn().
 		If(ownCmps...).
@@ -81,7 +81,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		// own (the transaction compared it) and no one leads.
 		v := &view{rev: resp.Header.Revision, own: &mvccpb.KeyValue{Key: []byte(c.key), CreateRevision: c.rev, Lease: int64(s.lease)}}
 		if len(rs) > 0 {
-			v.above = rs[0].GetResponseRange().GetKvs()
+			v.above = e.lay.dropMarks(rs[0].GetResponseRange().GetKvs(), 2)
 		}
 		v.last = depth == len(e.lay.windows(f.from))-1
 		return v, 0, sent, nil

@@ -22,6 +22,7 @@
 //	N/_r                                      a transfer request (RequestTransfer), while one is pending
 //	N/_t                                      a pending hand-over of earlier versions (still honoured)
 //	N/_c/<priority><arrival>-<lease>-<nonce>  one queue key per candidate, under its lease
+//	N/_c/<…>-<lease>-<nonce>/h                the hand-over mark of a candidate a hand-over made leader, under its lease
 //
 // Queue keys sort so that the candidate ahead sorts after: higher
 // Priority first, then earlier arrival (the store's revision read just
@@ -83,20 +84,25 @@
 //     transaction that deletes the leader's keys it creates the
 //     successor's leadership key (named for the successor's arrival,
 //     under the successor's lease, with its record) and puts the
-//     successor's queue key again with its record naming that key, if the
-//     successor's key is still the one read under its lease (P4), nothing
-//     is queued between them or above the leader's key, and no other
-//     leadership key exists. The successor sees that put on its own watch
-//     (and, at the head watching up to the leadership keys, the leader's
-//     key going and its own coming, in the same revision) and leads with
-//     no request after the event; its token is that key's create
-//     revision. The candidate behind it lets a put of the key just ahead
-//     that names a leadership key go by: it sleeps on, and is the next
-//     one's successor in turn. A successor that saw only its queue key's
-//     put reads its leadership key once its Term has begun, as after a
-//     Transfer (a record another client forged ends that Term at once);
-//     the head, which watches the leadership keys, ignores a put of its
-//     key without them;
+//     successor's hand-over mark — its queue key's name plus "/h", under
+//     its lease, with its record naming that key — if the successor's key
+//     is still the one read under its lease (P4), nothing is queued
+//     between them or above the leader's key, and no other leadership key
+//     exists. The mark sorts just after the successor's queue key and
+//     before the leader's: inside the successor's watch, whatever its
+//     end, and outside that of the candidate behind, which ends just past
+//     the successor's queue key and sees nothing of the hand-over. The
+//     successor sees the mark's put (and, at the head watching up to the
+//     leadership keys, the leader's key going and its own coming, in the
+//     same revision) and leads with no request after the event; its token
+//     is that key's create revision. A successor that saw only its mark
+//     reads its leadership key once its Term has begun, as after a
+//     Transfer (a mark another client forged ends that Term at once); the
+//     head, which watches the leadership keys, ignores a mark without
+//     them. The mark goes with its candidate's queue key (its release
+//     deletes both, and they share a lease); reads of the queue above a
+//     candidate begin past its mark and pass over the mark of a key they
+//     hold;
 //   - at the head with no leader (the leader crashed, or released without
 //     a successor it could hand over to), it creates its leadership key,
 //     in a transaction that succeeds only if no leadership key exists, its
@@ -330,21 +336,21 @@
 // reservation, creates the target's
 // leadership key under the target's lease — named with the target's
 // arrival, as the target would name it, so that its create revision is
-// the target's token — and puts the target's queue key again, under its
+// the target's token — and puts the target's hand-over mark, under its
 // lease, with its record naming that leadership key: the event of that
 // put, on the target's own watch, tells the target it leads, with no
 // request after it (the leader's one write is the hand-over's last); the
-// candidate behind the target lets that put go by. Transfer returns once
+// candidate behind the target does not see it. Transfer returns once
 // the transaction has committed: the target leads from then on, as the
 // store says. The new leader reads its key once its Term has begun (a
-// read-only transaction): a queue record naming a leadership key
+// read-only transaction): a mark naming a leadership key
 // that no hand-over created (another client's put) lets its candidate
 // report a Term only until that read's reply, which ends it with
 // ErrSessionLost (a read that fails stops renewals from counting until a
 // read of the key, as after a broken watch, finds it); its fenced writes
 // are refused meanwhile, since the Fence
 // compares the leadership key itself (the head of the queue, which
-// watches the leadership keys, ignores such a record when they do not
+// watches the leadership keys, ignores such a mark when they do not
 // change with it). A hand-over to a candidate that
 // never acts on it (another program's key) holds the election until that
 // candidate's lease ends or its keys are deleted; a candidate that leaves

@@ -498,7 +498,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		c.key = e.lay.queueKey(e.o.Priority, seq, s.lease, nonce)
 		c.seq, c.lkey = seq, e.lay.leaderKey(seq, c.key)
 		c.leaderRec = string(record.EncodeLeader(e.o, e.o.Value, c.key))
-		from = after(c.key)
+		from = past(c.key)
 		then = append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, e.createOps(from)...)
 		if r := outranked; r != nil {
 			then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(r.Key)), "=", r.ModRevision)},
@@ -849,8 +849,11 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 		delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
 		// A hand-over to c that c did not take goes with it.
 		delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer)}, nil)
-		then := []clientv3.Op{clientv3.OpDelete(lkey), delQ, delT}
-		orElse := []clientv3.Op{delQ, delT}
+		// c's hand-over mark, if a hand-over made one (markKey), goes
+		// with its queue key: its name is c's.
+		delM := clientv3.OpDelete(e.lay.markKey(c.key))
+		then := []clientv3.Op{clientv3.OpDelete(lkey), delQ, delM, delT}
+		orElse := []clientv3.Op{delQ, delM, delT}
 		if h := e.lay.leaderKey(c.seq, c.key); h != lkey {
 			// A hand-over to c that c did not take yet (handOver names
 			// the key by c's arrival, whatever c's claim was called)

@@ -24,7 +24,8 @@ import (
 //	N/_l/<revision>-<lease>-<nonce>               {"v":1,"id":"sched-1","priority":0,"value":"…","key":"N/_c/…"}
 //	N/_r                                          {"v":1,"to":"sched-2","token":1234,"by":"ops-1"} (a transfer request)
 //	N/_t                                          N/_c/… (a pending hand-over of earlier versions)
-//	N/_c/<priority><arrival>-<lease>-<nonce>      {"v":1,"id":"sched-1","priority":0,"value":"…"} (and "key":"N/_l/…" once a hand-over made it leader)
+//	N/_c/<priority><arrival>-<lease>-<nonce>      {"v":1,"id":"sched-1","priority":0,"value":"…"}
+//	N/_c/<priority><arrival>-<lease>-<nonce>/h    {"v":1,"id":"sched-1","priority":0,"value":"…","key":"N/_l/…"} (a hand-over's mark)
 //
 // N/_l/… are the leadership keys: the leader's, and, beside it, the
 // reservation of the candidate next in line that earlier versions of
@@ -50,10 +51,12 @@ import (
 // creates the target's leadership key under the target's lease, named
 // with the target's arrival (handedKey: the name the target would give
 // it, so that the target finds it its own, and its release deletes it),
-// and puts the target's queue key again under its lease, with its record
-// naming that leadership key (a queue record's "key"): the event of that
-// put on the target's watch tells it that it leads. The target reads its
-// key once its Term has begun, and ends the Term if it is not there.
+// and puts the target's mark (markKey: its queue key's name plus "/h")
+// under its lease, with its record naming that leadership key: the event
+// of that put on the target's watch tells it that it leads, and no other
+// candidate's watch holds the mark. The target reads its key once its
+// Term has begun, and ends the Term if it is not there. The mark goes
+// with the target's queue key. Reads of the queue pass over marks.
 //
 // N/_t was the hand-over of earlier versions of this package: the leader
 // deleted the leadership keys and put N/_t, naming the target's queue
@@ -208,6 +211,53 @@ func (l layout) queuePriority(key string) (int64, bool) {
 // after returns the first key after key.
 func after(key string) string { return key + "\x00" }
 
+// markSuffix ends a hand-over's mark: the key a hand-over (a release to
+// the successor, Transfer, preemption) puts beside its target's queue
+// key, under the target's lease, with a record naming the leadership key
+// it created for the target.
+const markSuffix = "/h"
+
+// markKey names the hand-over mark of the candidate whose queue key is
+// qkey. It sorts after qkey and before every other queue key above it:
+// inside the watch of that candidate, which runs from its own key up, and
+// outside the watch of the candidate behind it, which ends just past
+// qkey. So a hand-over wakes its target alone (P9).
+func (l layout) markKey(qkey string) string { return qkey + markSuffix }
+
+// past returns the first key past qkey and its mark: reads and compares
+// of what is queued above a candidate begin there.
+func past(qkey string) string { return qkey + "0" }
+
+// isMark reports whether key is a hand-over mark of the queue (a queue
+// key's name with markSuffix).
+func (l layout) isMark(key string) bool {
+	q, ok := strings.CutSuffix(key, markSuffix)
+	if !ok {
+		return false
+	}
+	_, err := l.queueLease(q)
+	return err == nil
+}
+
+// dropMarks returns kvs, keys read in order up a range of the queue,
+// without the mark of any queue key among them, at most n: a mark
+// sorts just after its candidate's key and is not a candidate. A mark
+// whose queue key is not there (gone, with the mark's lease not yet
+// expired) stays: it holds its place as any leased key does.
+func (l layout) dropMarks(kvs []*mvccpb.KeyValue, n int) []*mvccpb.KeyValue {
+	out := kvs[:0:0]
+	for i, kv := range kvs {
+		if i > 0 && string(kv.Key) == l.markKey(string(kvs[i-1].Key)) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
 // newLeaseID draws the ID of a session's lease. The client chooses it
 // (etcd takes any positive ID it does not hold yet), so that a grant whose
 // reply was lost can still be revoked by its ID instead of lingering for a
@@ -331,8 +381,8 @@ var windowBits = func() []int {
 	return b
 }()
 
-// windows returns the ends of the windows above from (a queue key plus
-// "\x00"), the last being the queue's end. A key whose name does not carry
+// windows returns the ends of the windows above from (past a queue key:
+// past), the last being the queue's end. A key whose name does not carry
 // a rank gets the one window up to the queue's end.
 func (l layout) windows(from string) []string {
 	return l.windowEnds(from, len(windowBits))
@@ -419,7 +469,7 @@ func (l layout) nested(from string, then func() []clientv3.Op, orElse func(lo, h
 }
 
 // firstAndRest is a transaction that runs then if nothing lies above from
-// (a queue key plus "\x00"), compared in two windows: the first window
+// (past a queue key: past), compared in two windows: the first window
 // above from, and the rest of the queue. It is the claim a queue key's
 // create carries when the arrival read found no leader: there the queue
 // above is short (a new election; the first arrivals of a burst, whose
@@ -441,7 +491,7 @@ func (l layout) firstAndRest(from string, then clientv3.Op) clientv3.Op {
 // above from; see readAbove.
 func (l layout) aboveOp(from string, serializable bool) clientv3.Op {
 	return l.nested(from, func() []clientv3.Op { return nil }, func(lo, hi string) []clientv3.Op {
-		o := []clientv3.OpOption{clientv3.WithRange(hi), clientv3.WithLimit(2)}
+		o := []clientv3.OpOption{clientv3.WithRange(hi), clientv3.WithLimit(aboveLimit)}
 		if serializable {
 			o = append(o, clientv3.WithSerializable())
 		}

@@ -56,6 +56,59 @@ func TestQueueKeyOrder(t *testing.T) {
 	}
 }
 
+// A hand-over's mark sorts after its candidate's queue key, before any
+// other queue key above it, and inside the range of the watch of the
+// candidate behind only if that watch runs past the candidate's key and
+// its mark (it ends at after(key)); reads above a candidate begin past
+// its mark, and a read drops the marks of the keys it holds.
+func TestMarkKeyOrder(t *testing.T) {
+	l := newLayout("/svc")
+	below, k, above := l.queueKey(0, 12, 7, 1), l.queueKey(0, 11, 3, 1), l.queueKey(0, 11, 3, 2)
+	m := l.markKey(k)
+	for _, c := range []struct {
+		lo, hi string
+	}{{below, k}, {k, after(k)}, {after(k), m}, {m, past(k)}, {past(k), above}} {
+		if c.lo >= c.hi {
+			t.Errorf("%q does not sort before %q", c.lo, c.hi)
+		}
+	}
+	if !l.isMark(m) || l.isMark(k) || l.isMark(k+"/x") || l.isMark("/svc/_c/x/h") {
+		t.Errorf("isMark: %q %v, %q %v", m, l.isMark(m), k, l.isMark(k))
+	}
+	if _, err := l.queueLease(m); err == nil {
+		t.Errorf("queueLease accepted the mark %q", m)
+	}
+	kv := func(key string) *mvccpb.KeyValue { return &mvccpb.KeyValue{Key: []byte(key), Lease: 3} }
+	keysOf := func(kvs []*mvccpb.KeyValue) (out []string) {
+		for _, kv := range kvs {
+			out = append(out, string(kv.Key))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		in, want []string
+	}{
+		{[]string{k, m, above}, []string{k, above}},
+		{[]string{below, k, m}, []string{below, k}},
+		{[]string{m, above}, []string{m, above}}, // its key is gone: the mark holds its place until its lease ends
+		{[]string{below, k, above}, []string{below, k}},
+		{nil, nil},
+	} {
+		var in []*mvccpb.KeyValue
+		for _, key := range c.in {
+			in = append(in, kv(key))
+		}
+		if got := keysOf(l.dropMarks(in, 2)); !slices.Equal(got, c.want) {
+			t.Errorf("dropMarks(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	h1, l1, ok1 := l.rank(k)
+	h2, l2, ok2 := l.rank(past(k))
+	if !ok1 || !ok2 || h1 != h2 || l1 != l2 {
+		t.Errorf("rank(past(%q)) differs from the key's", k)
+	}
+}
+
 func TestDecodeLeader(t *testing.T) {
 	l := newLayout("/svc")
 	o := election.DefaultOptions()

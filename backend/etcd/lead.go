@@ -138,7 +138,7 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 		ops := []clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(c.lkey)}
 		if p.on() {
 			// The candidates above c, of higher priority (preemption).
-			ops = append(ops, clientv3.OpGet(after(c.key), clientv3.WithRange(e.lay.queueEnd)))
+			ops = append(ops, clientv3.OpGet(past(c.key), clientv3.WithRange(e.lay.queueEnd)))
 		}
 		resp, err := e.commit(c.ctx, true, newTxn().Then(ops...))
 		if err != nil {

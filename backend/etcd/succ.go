@@ -21,14 +21,14 @@ import (
 // over to it in the transaction that deletes the leader's keys (see
 // handOverOps): it creates the successor's leadership key, named as the
 // successor names it (its arrival), under the successor's lease, and puts
-// the successor's queue key again with its record naming that key, as
+// the successor's mark (markKey) with its record naming that key, as
 // Transfer's hand-over does. The successor sees that put on its own watch
 // (and, when it watched up to the leadership keys, the leader's key go
 // and its own come in the same revision), and leads with no request
-// after that event. The candidate behind it, whose watch ends past the
-// successor's queue key, lets a put of that key whose record names a
-// leadership key go by: it sleeps on, and is the next one's successor in
-// turn. One candidate is woken per handover (P9), and the new leader
+// after that event. The candidate behind it, whose watch ends just past
+// the successor's queue key, short of the mark, sees nothing: it sleeps
+// on, and is the next one's successor in turn. One candidate is woken
+// per handover (P9), and the new leader
 // makes one read after its Campaign returned: its own successor (and,
 // unless it saw its key come, a check of it: checkHandover).
 // A release that cannot hand over (no successor known, a newcomer queued
@@ -174,25 +174,31 @@ func (e *Elector) handOverOps(c *candidacy, lkey string, token int64, succ *mvcc
 	}
 	to := election.Options{ID: ld.ID, Priority: ld.Priority}
 	rec := string(record.EncodeLeader(to, ld.Value, skey))
-	// The successor's queue record, naming the leadership key made for
-	// it, as a Transfer's hand-over puts it: the event of this put, on
-	// the successor's own watch, tells it that it leads, whatever the end
-	// of its watch (it may have watched only up to the queue key of the
-	// candidate that leads now, which it does not know leads).
-	mark := clientv3.OpPut(skey, string(record.EncodeLeader(to, ld.Value, name)), clientv3.WithIgnoreLease())
 	return clientv3.OpTxn([]clientv3.Cmp{
 		clientv3.Compare(clientv3.CreateRevision(skey), "=", succ.CreateRevision),
 		clientv3.Compare(clientv3.ModRevision(skey), "=", succ.ModRevision), // the record read is the key's
 		clientv3.Compare(clientv3.LeaseValue(skey), "=", succ.Lease),
-		emptyIn(after(skey), c.key),
-		emptyIn(after(c.key), e.lay.queueEnd),
+		emptyIn(past(skey), c.key),
+		emptyIn(past(c.key), e.lay.queueEnd),
 		// c's leadership key is the only one, and the one made for succ
 		// is not there yet (its create revision is the new token).
 		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token).WithRange(after(lkey)),
 		emptyIn(after(lkey), e.lay.leadEnd),
 		clientv3.Compare(clientv3.CreateRevision(name), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
-	}, []clientv3.Op{clientv3.OpPut(name, rec, clientv3.WithLease(clientv3.LeaseID(succ.Lease))), mark}, nil), true
+	}, []clientv3.Op{clientv3.OpPut(name, rec, clientv3.WithLease(clientv3.LeaseID(succ.Lease))), e.markOp(skey, to, ld.Value, name, succ.Lease)}, nil), true
+}
+
+// markOp puts the hand-over mark of the candidate whose queue key is
+// tkey, under its lease, with its record naming lkey, the leadership key
+// the same transaction creates for it (Options to and value are the
+// record's). The event of this put, on the candidate's own watch, tells
+// it that it leads, whatever the end of its watch: it may have watched
+// only up to the queue key of the candidate that leads now, which it did
+// not know leads. The watch of the candidate behind it ends short of the
+// mark: it sleeps on (P9).
+func (e *Elector) markOp(tkey string, to election.Options, value []byte, lkey string, lease int64) clientv3.Op {
+	return clientv3.OpPut(e.lay.markKey(tkey), string(record.EncodeLeader(to, value, lkey)), clientv3.WithLease(clientv3.LeaseID(lease)))
 }
 
 // succRead is a read of the leader's successor in flight (guard): its

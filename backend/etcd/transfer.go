@@ -190,9 +190,10 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	to := election.Options{ID: ld.ID, Priority: ld.Priority}
 	rec := string(record.EncodeLeader(to, ld.Value, tkey))
 	touch := clientv3.OpPut(tkey, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())
-	// The target's queue record, naming the leadership key the transaction
-	// creates for it: the event of this put tells the target it leads.
-	mark := clientv3.OpPut(tkey, string(record.EncodeLeader(to, ld.Value, lkey)), clientv3.WithIgnoreLease())
+	// The target's hand-over mark, naming the leadership key the
+	// transaction creates for it: the event of this put tells the target
+	// it leads.
+	mark := e.markOp(tkey, to, ld.Value, lkey, target.Lease)
 	put := clientv3.OpPut(lkey, rec, clientv3.WithLease(clientv3.LeaseID(target.Lease)))
 	var resp *clientv3.TxnResponse
 	// c's view of the reservation after it (next) may be behind: a
@@ -205,7 +206,7 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 			clientv3.Compare(clientv3.LeaseValue(tkey), "=", target.Lease),
 			clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
 		}
-		ops := []clientv3.Op{clientv3.OpDelete(c.lkey), clientv3.OpDelete(c.key)}
+		ops := []clientv3.Op{clientv3.OpDelete(c.lkey), clientv3.OpDelete(c.key), clientv3.OpDelete(e.lay.markKey(c.key))}
 		switch {
 		case next.key == tkey:
 			// The target reserved after c: it leads on the deletion of

@@ -61,11 +61,16 @@ func (e *Elector) viewOps(c *candidacy, serializable bool, above ...clientv3.Op)
 func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpGet(c.key),
-		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(2)),
+		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(aboveLimit)),
 		e.lay.leadersOp(),
 		clientv3.OpGet(e.lay.transfer),
 	}
 }
+
+// aboveLimit is how many keys a read of a window above a candidate takes:
+// the two it keeps (above), and the hand-over mark that may sort between
+// them (dropMarks).
+const aboveLimit = 3
 
 // createOps is what a queue key's create reads once it has put the key:
 // nearOps but for the key itself, which the create made (a refused create
@@ -74,7 +79,7 @@ func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
 // burst holds tens of thousands of them.
 func (e *Elector) createOps(from string) []clientv3.Op {
 	return []clientv3.Op{
-		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(2)),
+		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(aboveLimit)),
 		e.lay.leadersOp(),
 		clientv3.OpGet(e.lay.transfer),
 	}
@@ -91,7 +96,7 @@ func (e *Elector) createElseOps(c *candidacy) []clientv3.Op {
 // c's key, own, at rev.
 func (e *Elector) createView(rev int64, rs []*pb.ResponseOp, from string, own *mvccpb.KeyValue) *view {
 	v := &view{rev: rev, own: own, last: e.lay.firstWindow(from) == e.lay.queueEnd}
-	v.above = rs[0].GetResponseRange().GetKvs()
+	v.above = e.lay.dropMarks(rs[0].GetResponseRange().GetKvs(), 2)
 	v.leader, v.second = leaders(rs[1])
 	if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		v.transfer = kvs[0]
@@ -119,7 +124,7 @@ func (e *Elector) nearView(rev int64, rs []*pb.ResponseOp, from string) *view {
 	if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		v.own = kvs[0]
 	}
-	v.above = rs[1].GetResponseRange().GetKvs()
+	v.above = e.lay.dropMarks(rs[1].GetResponseRange().GetKvs(), 2)
 	v.leader, v.second = leaders(rs[2])
 	if kvs := rs[3].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		v.transfer = kvs[0]
@@ -131,6 +136,7 @@ func (e *Elector) nearView(rev int64, rs []*pb.ResponseOp, from string) *view {
 func (e *Elector) parseView(rev int64, rs []*pb.ResponseOp, from string) *view {
 	v := &view{rev: rev}
 	v.above, v.last = readAbove(rs[1], len(e.lay.windows(from)))
+	v.above = e.lay.dropMarks(v.above, 2)
 	e.viewRest(v, rs, 2)
 	return v
 }
@@ -221,14 +227,14 @@ const quickReads = 2
 // w2) for aboveOp's walk: ranges alone.
 func (e *Elector) quickOps(c *candidacy, from, w1, w2 string, serializable bool) []clientv3.Op {
 	return e.viewOps(c, serializable,
-		clientv3.OpGet(from, readOpts(serializable, clientv3.WithRange(w1), clientv3.WithLimit(2))...),
-		clientv3.OpGet(w1, readOpts(serializable, clientv3.WithRange(w2), clientv3.WithLimit(2))...))
+		clientv3.OpGet(from, readOpts(serializable, clientv3.WithRange(w1), clientv3.WithLimit(aboveLimit))...),
+		clientv3.OpGet(w1, readOpts(serializable, clientv3.WithRange(w2), clientv3.WithLimit(aboveLimit))...))
 }
 
 // quickView reads the responses of quickOps(…, w1, w2, …); ok is false
 // when both windows are empty and the queue goes on past w2.
 func (e *Elector) quickView(rev int64, rs []*pb.ResponseOp, w1, w2 string) (v *view, ok bool) {
-	get := func(i int) []*mvccpb.KeyValue { return rs[i].GetResponseRange().GetKvs() }
+	get := func(i int) []*mvccpb.KeyValue { return e.lay.dropMarks(rs[i].GetResponseRange().GetKvs(), 2) }
 	v = &view{rev: rev}
 	switch {
 	case len(get(1)) > 0:

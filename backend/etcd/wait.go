@@ -112,9 +112,9 @@ type follower struct {
 	// a hand-over to c (of an earlier version of this package, or one
 	// whose record c did not take: see handedAt).
 	touched bool
-	// handedAt: the revision of a hand-over to c (handOver), which put
-	// c's queue key with a record naming c's leadership key, created in
-	// the same transaction. confirm: c leads with a leadership key made
+	// handedAt: the revision of a hand-over to c (handOver, handOverOps),
+	// which put c's mark (markKey) with a record naming c's leadership
+	// key, created in the same transaction. confirm: c leads with a leadership key made
 	// for it (or found its own), and reads it once its Term has begun
 	// (checkHandover).
 	handedAt int64
@@ -159,7 +159,7 @@ func (e *Elector) follow(c *candidacy, v *view, token int64, sent time.Time) {
 	// A leader from its create claimed an empty election: the queue below
 	// it fills from then on, which its watch shows; any other reads its
 	// successor once it leads (succ.go).
-	f := &follower{e: e, c: c, from: after(c.key), needSucc: token == 0}
+	f := &follower{e: e, c: c, from: past(c.key), needSucc: token == 0}
 	if v == nil {
 		f.floor = c.rev // a serializable read that has seen c's key will do
 	}
@@ -272,7 +272,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				// put have been missed).
 				f.touched, f.claimNext = false, false
 			}
-			v, f.from = nil, after(c.key)
+			v, f.from = nil, past(c.key)
 			continue
 		}
 		if claim, handoff := f.claimNext, f.handoffNext; claim || handoff {
@@ -337,7 +337,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			// A key without a lease never expires: waiting for it would
 			// block the election for good. Read on past it.
 			f.warn(v.above[0], "skipping a key without a lease in the election's queue; it never leads")
-			f.from, v = after(string(v.above[0].Key)), nil
+			f.from, v = past(string(v.above[0].Key)), nil
 			continue
 		}
 		poll := time.Duration(0)
@@ -465,18 +465,25 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 				if ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
 					made = true // someone leads: a read, not a claim, tells c what to do
 				}
+				if k := string(kv.Key); k == f.e.lay.markKey(f.c.key) {
+					if ev.Type == clientv3.EventTypePut && kv.Lease == int64(f.c.s.lease) && record.Key(kv.Value) == f.e.lay.leaderKey(f.c.seq, f.c.key) {
+						// The leader handed over to c (a release to its
+						// successor, a Transfer): the same transaction
+						// created c's leadership key, whose create
+						// revision is this event's.
+						f.handedAt = kv.ModRevision
+					}
+					continue
+				} else if f.e.lay.isMark(k) && !slices.Contains(f.w.ahead, k) {
+					// Another candidate's mark (the leader's, in a
+					// range that runs past it): not a candidate.
+					continue
+				}
 				if string(kv.Key) == f.c.key {
 					if err := f.e.ownEvent(f.c, ev); err != nil {
 						return false, err, false
 					}
-					f.touched, changed = true, true // a hand-over to c, most likely
-					if ev.Type == clientv3.EventTypePut && record.Key(kv.Value) == f.e.lay.leaderKey(f.c.seq, f.c.key) {
-						// The leader handed over to c (a Transfer, or
-						// a release to its successor): the same
-						// transaction created c's leadership key,
-						// whose create revision is this event's.
-						f.handedAt = kv.ModRevision
-					}
+					f.touched, changed = true, true // a hand-over of an earlier version to c, most likely
 					continue
 				}
 				if string(kv.Key) == f.w.skip {

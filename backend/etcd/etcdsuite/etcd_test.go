@@ -80,7 +80,9 @@ func await(t *testing.T, ch <-chan result) result {
 	return result{}
 }
 
-// keys returns the keys under prefix, oldest first.
+// keys returns the keys under prefix, oldest first, but for hand-over
+// marks (a key of the queue ending in /h, beside the queue key of the
+// candidate a hand-over made leader).
 func keys(t *testing.T, cli *clientv3.Client, prefix string) []string {
 	t.Helper()
 	resp, err := cli.Get(ctxT(t), prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
@@ -89,10 +91,16 @@ func keys(t *testing.T, cli *clientv3.Client, prefix string) []string {
 	}
 	var out []string
 	for _, kv := range resp.Kvs {
+		if isMark(string(kv.Key)) {
+			continue
+		}
 		out = append(out, string(kv.Key))
 	}
 	return out
 }
+
+// isMark reports whether key is a hand-over mark.
+func isMark(key string) bool { return strings.Contains(key, "/_c/") && strings.HasSuffix(key, "/h") }
 
 // queue returns the queue keys of the election name, oldest first.
 func queue(t *testing.T, cli *clientv3.Client, name string) []string {
@@ -109,6 +117,9 @@ func queueOrder(t *testing.T, cli *clientv3.Client, name string) []string {
 	}
 	var ids []string
 	for _, kv := range resp.Kvs {
+		if isMark(string(kv.Key)) {
+			continue
+		}
 		var rec struct {
 			ID string `json:"id"`
 		}
@@ -427,6 +438,134 @@ func TestHandoverWakesOnlyTheNext(t *testing.T) {
 	if err := es[n-1].Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestHandoverReachesTheNextAlone: a release that hands over to its
+// successor sends events to the successor's watch alone — the going of
+// the leader's queue key and the coming of the successor's hand-over mark
+// — and none to the candidate behind the successor, whose watch ends just
+// past the successor's queue key (P9: one waiter woken per handover). Each
+// candidate has a client of its own, whose watch stream logs what it
+// delivers to each watch; a candidate's wait is its watch from its own
+// queue key up (its guard's, once it leads, runs from the queue's
+// beginning).
+func TestHandoverReachesTheNextAlone(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	ctx := ctxT(t)
+	const n, name = 5, "/alone"
+	es := make([]*etcd.Elector, n)
+	logs := make([]*watchIDLog, n)
+	for i := range es {
+		logs[i] = &watchIDLog{}
+		es[i] = newElector(t, dialClient(t, eps, grpc.WithChainStreamInterceptor(logs[i].stream)), name, fmt.Sprintf("c%d", i))
+	}
+	first, err := es[0].Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make([]<-chan result, n)
+	for i := 1; i < n; i++ {
+		results[i] = campaignAsync(ctx, es[i])
+		waitQueue(t, admin, name, i+1) // queue in index order
+	}
+	qkeys := waitQueue(t, admin, name, n)
+	settle(t, es[1:])
+	prev := first
+	for i := 1; i < n; i++ {
+		awaitNextNoted(t, es[i-1])
+		if err := es[i-1].Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := await(t, results[i])
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.t.Token() <= prev.Token() {
+			t.Fatalf("token %d after %d", r.t.Token(), prev.Token())
+		}
+		prev = r.t
+		if i < n-1 {
+			awaitNextNoted(t, es[i]) // its guard's watch is created: its wait's was canceled before
+		}
+	}
+	// c2… waited behind a waiter, watching up to just past its key: each
+	// heard of its own handover only.
+	for j := 2; j < n; j++ {
+		got := logs[j].eventsOf(qkeys[j])
+		if want := []string{qkeys[j-1], qkeys[j] + "/h"}; !slices.Equal(got, want) {
+			t.Errorf("c%d's wait was delivered events of %q, want %q (the going of c%d's key and its own hand-over mark, once)", j, got, want, j-1)
+		}
+	}
+	if err := es[n-1].Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watchIDLog logs what a client's watch stream delivers, by watch: the
+// key each watch was created on, and its events' keys.
+type watchIDLog struct {
+	mu     sync.Mutex
+	starts map[int64]string
+	events map[int64][]string
+}
+
+func (l *watchIDLog) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || method != methodWatch {
+		return s, err
+	}
+	return &idLoggedStream{ClientStream: s, l: l}, nil
+}
+
+type idLoggedStream struct {
+	grpc.ClientStream
+	l *watchIDLog
+}
+
+func (s *idLoggedStream) SendMsg(m any) error {
+	if r, ok := m.(*pb.WatchRequest); ok {
+		if c := r.GetCreateRequest(); c != nil {
+			s.l.mu.Lock()
+			if s.l.starts == nil {
+				s.l.starts, s.l.events = map[int64]string{}, map[int64][]string{}
+			}
+			s.l.starts[c.WatchId] = string(c.Key)
+			s.l.mu.Unlock()
+		}
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
+func (s *idLoggedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if r, ok := m.(*pb.WatchResponse); ok && err == nil && len(r.Events) > 0 {
+		s.l.mu.Lock()
+		for _, ev := range r.Events {
+			s.l.events[r.WatchId] = append(s.l.events[r.WatchId], string(ev.Kv.Key))
+		}
+		s.l.mu.Unlock()
+	}
+	return err
+}
+
+// eventsOf returns the keys of the events delivered to the watches
+// created on key, in the order they came.
+func (l *watchIDLog) eventsOf(key string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ids []int64
+	for id, k := range l.starts {
+		if k == key {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var out []string
+	for _, id := range ids {
+		out = append(out, l.events[id]...)
+	}
+	return out
 }
 
 // A waiter whose key sorts just behind the leader's, with another waiter

@@ -330,8 +330,8 @@ func TestTransferTargetSendsNothing(t *testing.T) {
 	}
 }
 
-// TestForgedHandoverRecord: another client puts waiting candidates' queue
-// keys again with records that name their leadership keys, as a
+// TestForgedHandoverRecord: another client puts waiting candidates'
+// hand-over marks with records that name their leadership keys, as a
 // hand-over does, but creates no such key. The head of the queue, which
 // watches the leadership keys (where a hand-over to it shows), ignores it
 // and waits on. The one behind it leads on the record; its check of the
@@ -400,16 +400,17 @@ func TestForgedHandoverRecord(t *testing.T) {
 	}
 }
 
-// forgeHandover puts the queue key qkey of candidate id of election name
-// again, under its lease, with a record naming the leadership key a
-// hand-over would give it (named by its arrival), as a hand-over does, but
-// creates no such key: another client's forgery.
+// forgeHandover puts the hand-over mark of the queue key qkey of
+// candidate id of election name, under its lease, with a record naming
+// the leadership key a hand-over would give it (named by its arrival), as
+// a hand-over does, but creates no such key: another client's forgery.
 func forgeHandover(t *testing.T, admin *clientv3.Client, name, id, qkey string) {
 	t.Helper()
 	s := qkey[len(name+"/_c/"):]
 	lkey := name + "/_l/" + fmt.Sprintf("%016x", ^mustHex(t, s[16:32])) + s[32:]
 	o, _ := election.NewOptions(election.WithID(id))
-	if _, err := admin.Put(ctxT(t), qkey, string(record.EncodeLeader(o, nil, lkey)), clientv3.WithIgnoreLease()); err != nil {
+	lease := clientv3.LeaseID(mustHex(t, s[33:49]))
+	if _, err := admin.Put(ctxT(t), qkey+"/h", string(record.EncodeLeader(o, nil, lkey)), clientv3.WithLease(lease)); err != nil {
 		t.Fatal(err)
 	}
 }

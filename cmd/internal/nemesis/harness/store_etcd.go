@@ -198,7 +198,8 @@ func (s *etcdStore) expire(ctx context.Context, rng *rand.Rand, leaderID string)
 		var rec struct {
 			ID string `json:"id"`
 		}
-		if kv.Lease == 0 || json.Unmarshal(kv.Value, &rec) != nil || rec.ID == "" || rec.ID == leaderID {
+		if kv.Lease == 0 || strings.HasSuffix(string(kv.Key), "/h") || json.Unmarshal(kv.Value, &rec) != nil || rec.ID == "" || rec.ID == leaderID {
+			// (a key ending in /h is a hand-over's mark, the leader's)
 			continue
 		}
 		ws = append(ws, waiter{rec.ID, clientv3.LeaseID(kv.Lease)})
