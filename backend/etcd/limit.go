@@ -93,6 +93,10 @@ type limiter struct {
 	maxOps int          // the transaction's operation budget a batch keeps to
 	bytes  int          // the size a batch keeps to
 	nbatch int          // batches in flight
+	// held: the elections (groups) with a write in a batch in flight
+	// whose caller gave up on it (its ctx ended): their next requests
+	// wait until that batch is answered (see do).
+	held map[string]*batchLife
 }
 
 // A call is one request through the limiter: an opaque one (fn), or a
@@ -124,9 +128,15 @@ type call struct {
 // context: those are a candidacy's, and the map of children an AfterFunc
 // gives a context stays with it for good.
 type batchLife struct {
-	live   int // calls still waiting (guarded by limiter.mu)
+	live   int  // calls still waiting (guarded by limiter.mu)
+	write  bool // its requests write: it runs to its answer (do)
 	cancel context.CancelFunc
 }
+
+// goneWriteWait bounds how long a batch of writes runs on once no caller
+// waits for it, and so how long an election's next requests wait behind
+// a write its caller gave up on.
+const goneWriteWait = 5 * time.Second
 
 type callState uint8
 
@@ -178,7 +188,7 @@ func (l *limiter) do(c *call) error {
 	}
 	c.ready = make(chan struct{})
 	l.mu.Lock()
-	if l.free > 0 && l.queues[0].Len()+l.queues[1].Len() == 0 {
+	if l.free > 0 && l.queues[0].Len()+l.queues[1].Len() == 0 && l.held[c.group] == nil {
 		l.free--
 		l.mu.Unlock()
 		return l.sendAlone(c)
@@ -204,8 +214,25 @@ func (l *limiter) do(c *call) error {
 		case callBatched:
 			c.state = callGone
 			if b := c.batch; b != nil {
+				if b.write && c.group != "" {
+					// The write may still be applied: the election's
+					// next request (its release, most likely) must not
+					// overtake it, or it would delete a key the write
+					// then creates, which its Session renews for good.
+					if l.held == nil {
+						l.held = map[string]*batchLife{}
+					}
+					l.held[c.group] = b
+				}
 				if b.live--; b.live == 0 {
-					b.cancel() // no one waits for the batch any longer
+					if b.write {
+						// No one waits for it, but what it writes must
+						// be answered before those elections go on: it
+						// runs on, for a bounded time.
+						time.AfterFunc(goneWriteWait, b.cancel)
+					} else {
+						b.cancel() // no one waits for the batch any longer
+					}
 				}
 			}
 			l.mu.Unlock()
@@ -239,8 +266,58 @@ func (l *limiter) sendAlone(c *call) error {
 	if c.fn != nil {
 		return c.fn()
 	}
+	if c.kind == kindWrite && c.group != "" {
+		return l.sendWrite(c)
+	}
 	c.header, c.resp, c.err = l.alone(c.ctx, c)
 	return c.err
+}
+
+// sendWrite sends c, a write of an election, alone. Should c's ctx end
+// first, it returns then, and the request runs on to its answer (for
+// goneWriteWait at most) with the election held, as a batch's writes do
+// (see do): a request canceled in flight may still be applied, after a
+// release the caller sends next.
+func (l *limiter) sendWrite(c *call) error {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(c.ctx))
+	defer context.AfterFunc(l.cli.Ctx(), cancel)()
+	var (
+		h    *pb.ResponseHeader
+		r    *pb.ResponseOp
+		err  error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		h, r, err = l.alone(ctx, c)
+	}()
+	select {
+	case <-done:
+		cancel()
+		c.header, c.resp, c.err = h, r, err
+		return err
+	case <-c.ctx.Done():
+	}
+	life := &batchLife{write: true, cancel: cancel}
+	l.mu.Lock()
+	if l.held == nil {
+		l.held = map[string]*batchLife{}
+	}
+	l.held[c.group] = life
+	l.mu.Unlock()
+	t := time.AfterFunc(goneWriteWait, cancel)
+	go func() {
+		<-done
+		t.Stop()
+		cancel()
+		l.mu.Lock()
+		if l.held[c.group] == life {
+			delete(l.held, c.group)
+		}
+		l.dispatch()
+		l.mu.Unlock()
+	}()
+	return c.ctx.Err()
 }
 
 // dispatch starts what waits, first come first served (urgent first), as
@@ -252,11 +329,7 @@ func (l *limiter) sendAlone(c *call) error {
 // in one request faster than one by one. Called with l.mu held.
 func (l *limiter) dispatch() {
 	for {
-		q := &l.queues[0]
-		if q.Len() == 0 {
-			q = &l.queues[1]
-		}
-		el := q.Front()
+		q, el := l.next()
 		if el == nil {
 			return
 		}
@@ -301,6 +374,21 @@ func (l *limiter) dispatch() {
 	}
 }
 
+// next returns the first queued request (urgent first, then first come
+// first served) of an election not held (see do), and its queue; el is
+// nil if there is none. Called with l.mu held.
+func (l *limiter) next() (*list.List, *list.Element) {
+	for i := range l.queues {
+		q := &l.queues[i]
+		for el := q.Front(); el != nil; el = el.Next() {
+			if c := el.Value.(*call); l.held[c.group] == nil || c.group == "" {
+				return q, el
+			}
+		}
+	}
+	return nil, nil
+}
+
 // companions returns the requests queued behind c (urgent first, then
 // first come first served) that may go in one batch with it: of c's kind,
 // of elections not in it yet, within the bounds of a batch. It looks at a
@@ -316,7 +404,7 @@ func (l *limiter) companions(c *call) []*call {
 		for el := l.queues[i].Front(); el != nil && 1+len(with) < maxBatch && looked < 4*maxBatch; el = el.Next() {
 			looked++
 			o := el.Value.(*call)
-			if o != c && o.fn == nil && o.kind == c.kind && !groups[o.group] && 2+len(with)+max(cost, o.cost) <= l.maxOps && size+o.size <= l.bytes {
+			if o != c && o.fn == nil && o.kind == c.kind && !groups[o.group] && l.held[o.group] == nil && 2+len(with)+max(cost, o.cost) <= l.maxOps && size+o.size <= l.bytes {
 				groups[o.group] = true
 				cost, size = max(cost, o.cost), size+o.size
 				with = append(with, o)
@@ -353,7 +441,16 @@ func (l *limiter) sendBatch(b []*call) {
 	defer context.AfterFunc(l.cli.Ctx(), cancel)()
 	// A call whose ctx ended before the batch went is left out, as it
 	// would not have been sent alone.
-	life := &batchLife{cancel: cancel}
+	life := &batchLife{cancel: cancel, write: len(b) > 0 && b[0].kind == kindWrite}
+	defer func() {
+		l.mu.Lock()
+		for g, h := range l.held {
+			if h == life {
+				delete(l.held, g) // answered: the election's next requests go (dispatch, after)
+			}
+		}
+		l.mu.Unlock()
+	}()
 	l.mu.Lock()
 	sent := b[:0]
 	for _, c := range b {

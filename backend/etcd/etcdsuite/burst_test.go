@@ -375,3 +375,95 @@ func TestBurstOfElectionsOnSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestGivenUpWriteNotOvertaken: Campaigns whose ctx ends while their
+// creates are in a batch in flight return at once, and release: the
+// release must not overtake the create, or the create, applied after it,
+// leaves a queue key (and a leadership key: the first candidate of an
+// empty election claims in its create) that its Session renews for good —
+// an election held by a candidacy that is gone. Here the member answers
+// the first batch of creates only once every Campaign has returned
+// (an interceptor holds it, then sends it whatever the caller did, as a
+// member that had received it would apply it); once the releases have
+// run, none of those elections holds a key.
+func TestGivenUpWriteNotOvertaken(t *testing.T) {
+	const n = 100
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	h := &heldBatch{held: make(chan []string, 1), release: make(chan struct{})}
+	cli := dialClient(t, eps, grpc.WithChainUnaryInterceptor(h.unary))
+	s := newSession(t, cli, election.WithTTL(30*time.Second))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	results := make([]<-chan result, n)
+	for i := range n {
+		results[i] = campaignAsync(ctx, onSession(t, s, fmt.Sprintf("/gaveup/%d", i), "a"))
+	}
+	var inBatch []string
+	select {
+	case inBatch = <-h.held:
+	case <-time.After(patience):
+		close(h.release)
+		t.Fatal("no batch of creates was sent")
+	}
+	cancel()
+	for _, ch := range results {
+		await(t, ch) // each returns within about 100 ms of its ctx, the batch still held
+	}
+	close(h.release)
+	for _, name := range inBatch {
+		for deadline := time.Now().Add(patience); ; time.Sleep(10 * time.Millisecond) {
+			resp, err := admin.Get(ctxT(t), name+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(resp.Kvs) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("election %s, whose Campaign gave up with its create in a batch, still holds %d keys (the first %s) after its release: the release overtook the create", name, len(resp.Kvs), resp.Kvs[0].Key)
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("the Session ended: %v", err)
+	}
+}
+
+// heldBatch holds a client's first batch of creates (a transaction of
+// nested ones that put) until release is closed, and then sends it
+// whatever its ctx: held receives the elections it is of.
+type heldBatch struct {
+	once    sync.Once
+	held    chan []string
+	release chan struct{}
+}
+
+func (h *heldBatch) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	r, ok := req.(*pb.TxnRequest)
+	if !ok || method != methodTxn || len(r.Compare) > 0 || len(r.Success) < 2 || !puts(r) {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	first := false
+	h.once.Do(func() { first = true })
+	if !first {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	var names []string
+	for _, op := range r.Success {
+		names = append(names, electionOf(op))
+	}
+	h.held <- names
+	<-h.release
+	return invoker(context.WithoutCancel(ctx), method, req, reply, cc, opts...)
+}
+
+// puts reports whether a transaction puts a key, in it or in one nested.
+func puts(r *pb.TxnRequest) bool {
+	for _, op := range r.Success {
+		if op.GetRequestPut() != nil || op.GetRequestTxn() != nil && puts(op.GetRequestTxn()) {
+			return true
+		}
+	}
+	return false
+}
