@@ -81,6 +81,14 @@ func (r *requestCount) unary(ctx context.Context, method string, req, reply any,
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
+// batchesSeen returns, under the lock (requests of a candidacy that
+// gave up may still be sent), the faulty batches and the tops.
+func (r *requestCount) batchesSeen() (mixed []string, tops map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.mixed), maps.Clone(r.tops)
+}
+
 func (r *requestCount) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	s, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
@@ -162,12 +170,13 @@ func TestBatchRefusedForOneElection(t *testing.T) {
 		es = append(es, onSession(t, s, name, "a"))
 	}
 	campaignOkNo(ctx, t, es, rpctypes.ErrPermissionDenied)
-	for _, m := range count.mixed {
+	mixed, tops := count.batchesSeen()
+	for _, m := range mixed {
 		t.Errorf("a batch held two requests of one election: %s", m)
 	}
 	t.Logf("%d batches of %.1f requests on average", count.batches.Load(), float64(count.batched.Load())/float64(max(count.batches.Load(), 1)))
-	if !count.tops["/no /ok"] {
-		t.Errorf("no batch held requests of both elections' prefixes (batches of %v)", count.tops)
+	if !tops["/no /ok"] {
+		t.Errorf("no batch held requests of both elections' prefixes (batches of %v)", tops)
 	}
 	if err := s.Err(); err != nil {
 		t.Errorf("the Session ended: %v", err)
@@ -223,8 +232,8 @@ func TestBatchWithALapsedLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	campaignOkNo(ctx, t, es, election.ErrSessionLost)
-	if !count.tops["/no /ok"] {
-		t.Errorf("no batch held requests of both Sessions' elections (batches of %v)", count.tops)
+	if _, tops := count.batchesSeen(); !tops["/no /ok"] {
+		t.Errorf("no batch held requests of both Sessions' elections (batches of %v)", tops)
 	}
 	if err := s.Err(); err != nil {
 		t.Errorf("the live Session ended: %v", err)
@@ -357,7 +366,8 @@ func TestBurstOfElectionsOnSessions(t *testing.T) {
 	var batches, batched int64
 	for _, c := range counts {
 		batches, batched = batches+c.batches.Load(), batched+c.batched.Load()
-		for _, m := range c.mixed {
+		mixed, _ := c.batchesSeen()
+		for _, m := range mixed {
 			t.Errorf("a batch held two requests of one election: %s", m)
 		}
 	}
