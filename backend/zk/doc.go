@@ -61,8 +61,8 @@
 // Under the election path:
 //
 //	_c_<GUID>-p<prio>-<seq>   one candidate node per candidacy: protected ephemeral-sequential
-//	_l                        the leader node: ephemeral, the leader's record, naming its candidate node
-//	_c_<GUID>-lead            the leadership node: ephemeral, created with _l; its creation zxid is the token
+//	_l                        the leader node: the leader's record, naming its candidate node; ephemeral (persistent when a release handed over)
+//	_c_<GUID>-lead            the leadership node: created with _l, ephemeral or persistent as it; its creation zxid is the token
 //	_t                        a pending hand-over (Transfer, preemption): ephemeral, names its target's node
 //	_r                        a transfer request (RequestTransfer): ephemeral, of the requester's session
 //	_w-<GUID>                 a candidate's wake-up name: created and deleted in one multi, never seen
@@ -111,7 +111,34 @@
 // its last listing, is next in line without listing again — so a queue of
 // 10,000 hands over in about the time of a queue of two. The leader's
 // candidate node stays in the order while it leads, so a handover from a
-// leader that arrived first wakes the one candidate behind it. A newcomer
+// leader that arrived first wakes the one candidate behind it.
+//
+// A release hands over to its successor when it can, without a claim
+// after it: a leader at the head of the order reads, once it leads, the
+// candidate just behind it (a candidate node of this layout, Priority 0
+// or more) and the queue node's version, and watches both (and, with
+// nobody behind it yet, the children until the first registration). Its
+// release is then one multi that checks the successor's node is there and
+// _q unchanged (nobody registered who could sort between them), deletes
+// its _l, leadership node and candidate node, and creates _l (naming the
+// successor's node, with its record) and the successor's leadership node
+// — persistent, since ephemeral nodes made by the leader's multi would
+// belong to the leader's session. The multi's zxid is the token. The
+// successor, woken by its predecessor's deletion, reads _l before anything
+// else: one read of the server it is connected to, as LeaderLatch lists
+// the children once after its event; a persistent _l naming its own node
+// says it leads, its Term counting from that read's send time (the server
+// heard from its session then). If the multi no longer holds, the nodes
+// go as without it and the next candidate claims. A persistent _l is
+// valid while the candidate node it names exists: a successor whose
+// session expires takes its node along, and the candidate that watched
+// it, at the head, deletes the stale _l (by its creation zxid) and claims,
+// deleting the leadership node left without it. The head of the order,
+// behind which someone leads on a persistent _l, watches the node that _l
+// names. Releases hand over only with open node ACLs (every entry of
+// Config.NodeACL of the "world" scheme): nodes the leader creates under
+// an "auth" or "digest" ACL would be the leader's identity's, and the
+// successor could not write its record. A newcomer
 // wakes nobody when it queues; one that sorts ahead of a waiter next in
 // line costs that waiter a failed claim and a listing at the next
 // handover. A waiter finds its place in a listing in one pass, without
@@ -127,8 +154,9 @@
 // # Token
 //
 // The token is the creation zxid of _l and of the leadership node (one
-// multi creates both). Zxids increase with every write of the ensemble,
-// and every leadership is a new claim, so tokens increase across
+// multi creates both: a claim, or a release's hand-over). Zxids increase
+// with every write of the ensemble, and every leadership is a new multi,
+// so tokens increase across
 // leaderships (P2), also when the election path is deleted and made anew
 // (CURATOR-724: the sequence numbers restart, the zxid never goes back).
 // Fence returns a check of the leadership node, for Multi, so that
@@ -137,7 +165,8 @@
 // whose _l is gone, so the check fails from the moment anyone else leads.
 // _l itself is deleted only in one multi with the leadership node (so
 // only by the leadership that made it), or, when that node is gone, after
-// a read that finds _l still the leadership's (its creation zxid).
+// a read that finds _l still the leadership's (its creation zxid); a
+// persistent _l whose candidate node is gone, by the head of the order.
 //
 // # Sessions and the Term's deadline
 //
@@ -239,10 +268,11 @@
 // and never leads: while it heads the order there is no leader, Leader
 // returns a *MalformedNodeError naming it, and Observe reports no leader;
 // it goes with its session. So does a candidate node of this layout
-// whose record is malformed, where it sorts. A persistent _l is deleted
-// by the head of the order (this package never makes one); an ephemeral
-// malformed _l leads nobody (Leader returns a *MalformedNodeError) until
-// it goes. Candidates and Transfer leave malformed nodes out.
+// whose record is malformed, where it sorts. A persistent _l that names
+// no candidate node that exists (a hand-over's whose successor is gone,
+// or another program's) is deleted by the head of the order; an
+// ephemeral malformed _l leads nobody (Leader returns a
+// *MalformedNodeError) until it goes. Candidates and Transfer leave malformed nodes out.
 //
 // # Upgrading from the previous layout
 //

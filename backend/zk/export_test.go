@@ -16,3 +16,14 @@ var (
 	EncodePriority = encodePriority
 	DecodePriority = decodePriority
 )
+
+// Successor returns the candidate node e's release hands over to while
+// e leads (succ.go), or "".
+func Successor(e *Elector) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cand == nil || e.cand.succ == nil {
+		return ""
+	}
+	return e.cand.succ.name
+}

@@ -145,6 +145,9 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 		}
 	}
 	serve()
+	// The successor its release hands over to (succ.go): read again
+	// when it goes or a candidate of positive priority registers.
+	qw, sw := e.readSucc(c)
 	for {
 		// A look at the connection: at the start, then whenever its
 		// state or session changed (connWatch) or Dial's session events
@@ -202,6 +205,12 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 		case <-req.ch:
 			req = e.watchRequest(c)
 			serve()
+			continue
+		case <-qw:
+			qw, sw = e.readSucc(c)
+			continue
+		case <-sw:
+			qw, sw = e.readSucc(c)
 			continue
 		case <-e.sessionEvents:
 			continue // look again

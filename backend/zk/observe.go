@@ -20,7 +20,8 @@ import (
 // the order: if a node that never leads holds it (a blocker, or a
 // candidate node whose record is malformed), Leader returns a
 // *MalformedNodeError (errors.Is ErrMalformedNode and election.ErrNoLeader)
-// that names it. A malformed or persistent leader node gives one too.
+// that names it. A malformed leader node gives one too; a persistent one
+// (a release's hand-over) leads while the candidate node it names exists.
 func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return election.Leader{}, err
@@ -45,7 +46,7 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 		return election.Leader{}, e.readErr("syncing", err)
 	}
 	for {
-		l, _, err := e.head(ctx, false)
+		l, _, _, err := e.head(ctx, false)
 		if errors.Is(err, errRetry) {
 			continue
 		}
@@ -68,11 +69,11 @@ var errRetry = errors.New("zk election: the order changed while reading")
 // *MalformedNodeError. With watch, it also returns a channel that fires
 // when the answer may have changed (a data watch on the leader node, or an
 // exists watch while it is missing).
-func (e *Elector) head(ctx context.Context, watch bool) (election.Leader, <-chan gozk.Event, error) {
+func (e *Elector) head(ctx context.Context, watch bool) (election.Leader, <-chan gozk.Event, <-chan gozk.Event, error) {
 	p := e.path + "/" + leaderName
 	var data []byte
 	var st *gozk.Stat
-	var cw <-chan gozk.Event
+	var cw, nw <-chan gozk.Event
 	var err error
 	if derr := e.do(ctx, e.closing, func() {
 		if watch {
@@ -81,35 +82,61 @@ func (e *Elector) head(ctx context.Context, watch bool) (election.Leader, <-chan
 			data, st, err = e.conn.Get(p)
 		}
 	}); derr != nil {
-		return election.Leader{}, nil, derr
+		return election.Leader{}, nil, nil, derr
 	}
 	if errors.Is(err, gozk.ErrNoNode) {
 		if !watch {
-			return election.Leader{}, nil, election.ErrNoLeader
+			return election.Leader{}, nil, nil, election.ErrNoLeader
 		}
 		var ok bool
 		if derr := e.do(ctx, e.closing, func() { ok, _, cw, err = e.conn.ExistsW(p) }); derr != nil {
-			return election.Leader{}, nil, derr
+			return election.Leader{}, nil, nil, derr
 		}
 		if err == nil && ok {
-			return election.Leader{}, nil, errRetry // created meanwhile
+			return election.Leader{}, nil, nil, errRetry // created meanwhile
 		}
 		if err != nil {
-			return election.Leader{}, nil, e.readErr("watching the leader node", err)
+			return election.Leader{}, nil, nil, e.readErr("watching the leader node", err)
 		}
-		return election.Leader{}, cw, election.ErrNoLeader
+		return election.Leader{}, cw, nil, election.ErrNoLeader
 	}
 	if err != nil {
-		return election.Leader{}, nil, e.readErr("reading "+p, err)
+		return election.Leader{}, nil, nil, e.readErr("reading "+p, err)
+	}
+	named := record.Key(data)
+	if st.EphemeralOwner == 0 && guidOf(named) != "" {
+		// A release's hand-over (succ.go): it leads while the node it
+		// names exists. Observe watches that node too (nw).
+		var ok bool
+		var w <-chan gozk.Event
+		if derr := e.do(ctx, e.closing, func() {
+			if watch {
+				ok, _, w, err = e.conn.ExistsW(e.path + "/" + named)
+			} else {
+				ok, _, err = e.conn.Exists(e.path + "/" + named)
+			}
+		}); derr != nil {
+			return election.Leader{}, nil, nil, derr
+		}
+		if err != nil {
+			return election.Leader{}, nil, nil, e.readErr("reading "+named, err)
+		}
+		if !ok {
+			// Its candidate is gone: no leader until the next one
+			// deletes it (the watch on _l sees that).
+			return election.Leader{}, cw, nil, election.ErrNoLeader
+		}
+		nw = w
+		st = &gozk.Stat{Czxid: st.Czxid, EphemeralOwner: -1} // as the candidate node's
 	}
 	l, derr := decodeNode(leaderName, data, st)
-	if derr == nil && guidOf(record.Key(data)) == "" {
+	if derr == nil && guidOf(named) == "" {
 		derr = errors.New("its record names no candidate node")
 	}
 	if derr != nil {
-		return election.Leader{}, cw, &MalformedNodeError{Path: p, EphemeralOwner: st.EphemeralOwner, Reason: derr.Error()}
+		return election.Leader{}, cw, nw, &MalformedNodeError{Path: p, EphemeralOwner: st.EphemeralOwner, Reason: derr.Error()}
 	}
-	return l, cw, nil
+	return l, cw, nw, nil
 }
 
 // headBlocker returns a *MalformedNodeError if the head of the order is a
@@ -176,7 +203,7 @@ func (e *Elector) observeLoop() {
 	ctx := e.bg
 	warned := map[string]bool{}
 	for ctx.Err() == nil {
-		l, ch, err := e.head(ctx, true)
+		l, ch, ch2, err := e.head(ctx, true)
 		var bad *MalformedNodeError
 		switch {
 		case errors.Is(err, errRetry):
@@ -201,6 +228,7 @@ func (e *Elector) observeLoop() {
 		}
 		select {
 		case <-ch:
+		case <-ch2: // the candidate node a hand-over's leader node names
 		case <-ctx.Done():
 		}
 	}

@@ -67,17 +67,18 @@ func (e *Elector) dropPend(p pend) {
 // pend is a release to carry out: a candidate node, with the leader and
 // leadership nodes of its leadership if it led, or a hand-over to lapse.
 type pend struct {
-	node     string // a candidate node (or another node of this Elector's) to delete, or ""
-	lead     string // the leadership node of node's leadership, or ""
-	token    int64  // that leadership's token: the creation zxid of its _l
-	session  int64  // the session that made it
-	handover int64  // the creation zxid of a hand-over (_t) to withdraw, or 0
+	node     string     // a candidate node (or another node of this Elector's) to delete, or ""
+	lead     string     // the leadership node of node's leadership, or ""
+	token    int64      // that leadership's token: the creation zxid of its _l
+	session  int64      // the session that made it
+	handover int64      // the creation zxid of a hand-over (_t) to withdraw, or 0
+	succ     *successor // the successor node's leadership hands over to, or nil (succ.go)
 }
 
 // pend returns the release of c: its node and, if it leads, its
 // leadership.
 func (c *candidacy) pend() pend {
-	return pend{node: c.node, lead: c.lead, token: int64(c.leader.Token), session: c.session}
+	return pend{node: c.node, lead: c.lead, token: int64(c.leader.Token), session: c.session, succ: c.succ}
 }
 
 // release carries out p. A leadership's nodes go with the candidate node
@@ -103,6 +104,17 @@ func (e *Elector) release(ctx context.Context, p pend) error {
 		return run(func() error { return e.conn.Delete(p.node, -1) })
 	}
 	var rerr error
+	if ops := e.handOverOps(p); ops != nil {
+		// The hand-over to the successor (succ.go); if it no longer
+		// holds (the successor left, a candidate registered ahead of it,
+		// the leadership is gone), the nodes go as without one.
+		if err := e.do(ctx, nil, func() { _, rerr = e.conn.Multi(ops...) }); err != nil {
+			return err
+		}
+		if rerr == nil || !errors.Is(rerr, gozk.ErrNoNode) && !errors.Is(rerr, gozk.ErrBadVersion) && !errors.Is(rerr, gozk.ErrNodeExists) {
+			return rerr
+		}
+	}
 	if err := e.do(ctx, nil, func() {
 		_, rerr = e.conn.Multi(&gozk.DeleteRequest{Path: p.lead, Version: -1},
 			&gozk.DeleteRequest{Path: e.path + "/" + leaderName, Version: -1},

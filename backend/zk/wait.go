@@ -42,6 +42,7 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 	at := 0                // c's place in it
 	next := hintNone       // what the last wait saw
 	rewatch := ""          // watch this node again, next in line, without listing
+	handed := false        // what c watched went: a release may have handed over to c (takeHandover)
 	// awaitPred waits on pred, the candidate node just ahead of c, and
 	// sets next or rewatch from what it saw.
 	awaitPred := func(pred string, inLine bool) error {
@@ -53,6 +54,7 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 			e.log.Warn("zk election: skipping a persistent node in the election's order; it never leads", "path", e.path+"/"+pred)
 			skip[pred] = true
 		}
+		handed = gone
 		switch {
 		case woken:
 			next = hintWoken
@@ -79,6 +81,13 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 		}
 		if sid := e.conn.SessionID(); sid != c.session && sid != 0 {
 			return nil, fmt.Errorf("%w: session %#x of node %s was replaced by %#x", errNodeGone, c.session, c.node, sid)
+		}
+		if handed {
+			handed = false
+			t, err := e.takeHandover(ctx, c)
+			if t != nil || err != nil {
+				return t, err
+			}
 		}
 		if next != hintNone {
 			queue, handover := lastQueue, int32(-1)
@@ -191,6 +200,7 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 			}
 			select {
 			case got := <-ev:
+				handed = got.Type == gozk.EventNodeDeleted
 				if got.Type == gozk.EventNodeDeleted && inLine {
 					next = hintGone
 				}
@@ -293,7 +303,9 @@ func (e *Elector) waitEvent(ctx context.Context, c *candidacy, ev <-chan gozk.Ev
 
 // watchLeader watches the leader node while c heads the order. It returns
 // nil, nil when the node is gone (c lists again). A persistent leader node
-// never goes: it is not this package's (P8), and it is deleted.
+// is a release's hand-over (succ.go) while the candidate node it names
+// exists: c watches that node, whose deletion ends that leadership.
+// Otherwise it never goes, and is deleted.
 func (e *Elector) watchLeader(ctx context.Context, c *candidacy) (<-chan gozk.Event, error) {
 	var ok bool
 	var st *gozk.Stat
@@ -311,7 +323,13 @@ func (e *Elector) watchLeader(ctx context.Context, c *candidacy) (<-chan gozk.Ev
 		return nil, nil
 	}
 	if st.EphemeralOwner == 0 {
-		e.log.Warn("zk election: deleting a persistent leader node: this package never makes one", "path", p)
+		if named, nev, err := e.watchNamed(ctx, c); err != nil || nev != nil {
+			return nev, err
+		} else if named != "" {
+			e.log.Info("zk election: deleting a leader node a release handed over with: the candidate node it names is gone", "path", p, "names", named)
+		} else {
+			e.log.Warn("zk election: deleting a persistent leader node that names no candidate node of the election", "path", p)
+		}
 		var derr error
 		if err := e.do(ctx, e.closing, func() { derr = e.dropIfCzxid(p, st.Czxid, 0) }); err != nil {
 			return nil, e.stopped(ctx, c, err)
@@ -322,6 +340,44 @@ func (e *Elector) watchLeader(ctx context.Context, c *candidacy) (<-chan gozk.Ev
 		return nil, nil
 	}
 	return ev, nil
+}
+
+// watchNamed reads the persistent leader node and, if the candidate node
+// it names exists, watches that node: nev fires when it goes (or the
+// watch is lost). named is the node it names, or "" if it names none of
+// this layout; both are zero when _l is gone. A candidate node's name is
+// never made again, so once it is gone the leader node is stale for good.
+func (e *Elector) watchNamed(ctx context.Context, c *candidacy) (named string, nev <-chan gozk.Event, err error) {
+	var data []byte
+	var rerr error
+	e.reads.Add(1)
+	if derr := e.do(ctx, e.closing, func() { data, _, rerr = e.conn.Get(e.path + "/" + leaderName) }); derr != nil {
+		return "", nil, e.stopped(ctx, c, derr)
+	}
+	if errors.Is(rerr, gozk.ErrNoNode) {
+		return "", nil, nil
+	}
+	if rerr != nil {
+		return "", nil, e.transient(ctx, c, rerr)
+	}
+	named = record.Key(data)
+	if guidOf(named) == "" {
+		return "", nil, nil
+	}
+	var ok bool
+	var w <-chan gozk.Event
+	var werr error
+	e.reads.Add(1)
+	if derr := e.do(ctx, e.closing, func() { ok, _, w, werr = e.conn.ExistsW(e.path + "/" + named) }); derr != nil {
+		return "", nil, e.stopped(ctx, c, derr)
+	}
+	if werr != nil {
+		return "", nil, e.transient(ctx, c, werr)
+	}
+	if !ok {
+		return named, nil, nil
+	}
+	return named, w, nil
 }
 
 // pendingHandover is what a waiter read of a pending hand-over.

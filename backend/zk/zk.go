@@ -80,7 +80,8 @@ type candidacy struct {
 	seq     int64
 	session int64 // the session that owns the node
 	leader  election.Leader
-	lead    string // the leadership node's full path, once claimed (guarded by Elector.mu)
+	lead    string     // the leadership node's full path, once claimed (guarded by Elector.mu)
+	succ    *successor // while it leads: the candidate its release hands over to, or nil (succ.go; guarded by Elector.mu)
 
 	// queue is the data version of the queue node (_q) read before the
 	// next listing, or -1: every registration bumps it, so a claim made on

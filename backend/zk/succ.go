@@ -1,0 +1,227 @@
+package zk
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/record"
+)
+
+// This file holds the leader's successor and the hand-over to it in the
+// leader's release. A leader at the head of the order reads, once it
+// leads, the candidate just behind it (its successor) and the queue
+// node's version, and watches both: the successor's going, or a
+// registration of positive priority (one that could sort between them,
+// or ahead of the leader), makes it read again. Its release then hands
+// over in the multi that deletes its nodes: the multi checks that the
+// successor's node is there (its session alive) and that the queue node
+// is at the version read (nobody could have sorted between), deletes the
+// leader's _l, leadership node and candidate node, and creates _l and the
+// successor's leadership node anew for the successor — persistent, since
+// an ephemeral node created by the leader's multi would belong to the
+// leader's session and go with it. The multi's zxid is the successor's
+// token.
+//
+// The successor watches the leader's candidate node (just ahead of it in
+// the order). On its deletion it reads _l first, before anything else: a
+// persistent _l naming its own node says that it leads, and the read's
+// send time is what its Term counts from (the server heard from its
+// session then). That is one read of the server it is connected to after
+// the event, as Curator's LeaderLatch lists the children once after its
+// own; the claim of the leadership, a write through the ensemble's
+// leader, is left out of the handover's path. Nobody else is woken: the
+// multi touches no node another waiter watches (P9).
+//
+// A persistent _l is valid while the candidate node it names exists: the
+// successor's node is ephemeral, so a successor whose session expires
+// takes its node along, and the candidate that watched that node finds _l
+// naming a node that is gone, deletes it (by its creation zxid) and
+// claims, deleting the leadership node left without it. The head of the
+// order, when someone leads from behind it, watches the node a persistent
+// _l names. The successor's Term ends, as any Term, when _l or its
+// leadership node goes or a heartbeat fails; its release deletes both.
+//
+// A release hands over only with open node ACLs (every entry of
+// Config.NodeACL of the "world" scheme): the nodes it creates carry the
+// leader's identity under an ACL of the "auth" or "digest" scheme, and
+// the successor could not write its record (Proclaim).
+
+// successor is a leader's successor, as read (readSucc).
+type successor struct {
+	name  string // its candidate node's name
+	data  []byte // its candidate node's record
+	queue int32  // the queue node's version, read before the listing
+}
+
+// handsOver reports whether releases of e hand over to the successor:
+// with open node ACLs only.
+func (e *Elector) handsOver() bool {
+	return !slices.ContainsFunc(e.cfg.NodeACL, func(a gozk.ACL) bool { return a.Scheme != "world" })
+}
+
+// readSucc reads c's successor, while c leads: the queue node's version
+// (watched), a listing, and the record of the candidate just behind c's
+// node (watched), if c heads the order and that one may lead next (a
+// candidate node of this layout, with a Priority of 0 or more: one of
+// lower priority could be passed by a newcomer that bumps nothing). It
+// sets c.succ (nil when there is none to hand over to) and returns the
+// watches that say it must read again: the queue node's, the
+// successor's. It makes no request when e does not hand over.
+func (e *Elector) readSucc(c *candidacy) (qw, sw <-chan gozk.Event) {
+	set := func(s *successor) {
+		e.mu.Lock()
+		c.succ = s
+		e.mu.Unlock()
+	}
+	set(nil)
+	if !e.handsOver() {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+	defer cancel()
+	// Each request's results are its closure's own: a request abandoned
+	// (ctx, c.stop) may still finish after readSucc has returned.
+	type got struct {
+		st    *gozk.Stat
+		names []string
+		data  []byte
+		w     <-chan gozk.Event
+		err   error
+	}
+	req := func(f func(g *got)) (got, bool) {
+		g := new(got)
+		if derr := e.do(ctx, c.stop, func() { f(g) }); derr != nil {
+			return got{}, false
+		}
+		return *g, g.err == nil
+	}
+	q, ok := req(func(g *got) { _, g.st, g.w, g.err = e.conn.GetW(e.path + "/" + queueName) })
+	if !ok {
+		return nil, nil
+	}
+	qw = q.w
+	l, ok := req(func(g *got) { g.names, _, g.err = e.conn.Children(e.path) })
+	if !ok {
+		return qw, nil
+	}
+	next, ok, first := behind(l.names, c.self)
+	if !ok && first {
+		// Nobody behind c yet (it leads from the first claim of the
+		// election): the first registration is the successor. A
+		// listing that watches the children, then, which fires once.
+		lw, lok := req(func(g *got) { g.names, _, g.w, g.err = e.conn.ChildrenW(e.path) })
+		if !lok {
+			return qw, nil
+		}
+		if next, ok, _ = behind(lw.names, c.self); !ok {
+			return qw, lw.w
+		}
+	}
+	if !ok || next.blocker || next.prio < 0 {
+		return qw, nil
+	}
+	d, ok := req(func(g *got) { g.data, _, g.w, g.err = e.conn.GetW(e.path + "/" + next.name) })
+	if !ok {
+		return qw, nil
+	}
+	if _, err := record.Decode(d.data); err != nil {
+		return qw, d.w // malformed: no hand-over to it; read again if it changes
+	}
+	set(&successor{name: next.name, data: d.data, queue: q.st.Version})
+	return qw, d.w
+}
+
+// behind returns the child just behind self in the order of a listing,
+// if self heads it (first: no child sorts ahead of it).
+func behind(names []string, self child) (next child, ok, first bool) {
+	for _, n := range names {
+		if n == self.name {
+			continue
+		}
+		ch, isChild := parseChild(n)
+		if !isChild {
+			continue
+		}
+		if compareChildren(ch, self) < 0 {
+			return child{}, false, false // self does not head the order
+		}
+		if !ok || compareChildren(ch, next) < 0 {
+			next, ok = ch, true
+		}
+	}
+	return next, ok, true
+}
+
+// handOverOps returns the multi of p's release that hands over to p.succ
+// (see the top of this file): nil if there is none.
+func (e *Elector) handOverOps(p pend) []any {
+	s := p.succ
+	if s == nil || p.lead == "" || !e.handsOver() {
+		return nil
+	}
+	ld, err := record.Decode(s.data)
+	if err != nil {
+		return nil
+	}
+	guid := guidOf(s.name)
+	if guid == "" {
+		return nil
+	}
+	to := election.Options{ID: ld.ID, Priority: ld.Priority}
+	lp := e.path + "/" + leaderName
+	return []any{
+		&gozk.CheckVersionRequest{Path: e.path + "/" + s.name, Version: -1},
+		&gozk.CheckVersionRequest{Path: e.path + "/" + queueName, Version: s.queue},
+		&gozk.DeleteRequest{Path: p.lead, Version: -1},
+		&gozk.DeleteRequest{Path: lp, Version: -1},
+		&gozk.DeleteRequest{Path: p.node, Version: -1},
+		&gozk.CreateRequest{Path: lp, Data: record.EncodeLeader(to, ld.Value, s.name), Acl: e.cfg.NodeACL},
+		&gozk.CreateRequest{Path: e.path + "/" + leadName(guid), Data: encodeRecord(to, ld.Value), Acl: e.cfg.NodeACL},
+	}
+}
+
+// takeHandover reads _l after what c watched went: if a release handed
+// over to c (a persistent _l naming c's node), c leads, its Term counting
+// from the read's send time, with the token _l's creation zxid. It
+// returns nil, nil otherwise (c goes on as before: it claims or lists).
+func (e *Elector) takeHandover(ctx context.Context, c *candidacy) (*election.Term, error) {
+	var data []byte
+	var st *gozk.Stat
+	var err error
+	sid := e.conn.SessionID()
+	sent := clock.Now()
+	e.reads.Add(1)
+	if derr := e.do(ctx, e.closing, func() { data, st, err = e.conn.Get(e.path + "/" + leaderName) }); derr != nil {
+		return nil, e.stopped(ctx, c, derr)
+	}
+	if errors.Is(err, gozk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, e.transient(ctx, c, err)
+	}
+	if sid != c.session || e.conn.SessionID() != c.session {
+		return nil, errNodeGone // the node went with its session: Campaign makes a new one
+	}
+	if !handedTo(data, st, c.name, e.o.ID) {
+		return nil, nil
+	}
+	e.mu.Lock()
+	c.lead = e.path + "/" + leadName(c.guid)
+	c.version = 0 // created by the hand-over, never written since
+	c.leader.Token = uint64(st.Czxid)
+	e.mu.Unlock()
+	return e.begin(ctx, c, sent, nil)
+}
+
+// handedTo reports whether _l, read as data and st, is a hand-over to the
+// candidate node name of the candidate id: persistent, its record naming
+// that node and id.
+func handedTo(data []byte, st *gozk.Stat, name, id string) bool {
+	return st.EphemeralOwner == 0 && st.Czxid > 0 && record.Key(data) == name && record.ID(data) == id
+}
