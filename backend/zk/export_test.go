@@ -27,3 +27,6 @@ func Successor(e *Elector) string {
 	}
 	return e.cand.succ.name
 }
+
+// Claims returns how many claims e has sent.
+func Claims(e *Elector) int64 { return e.claims.Load() }

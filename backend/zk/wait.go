@@ -481,6 +481,7 @@ func (e *Elector) claim(ctx context.Context, c *candidacy, leads []string, queue
 	}
 	sid := e.conn.SessionID()
 	sent := clock.Now()
+	e.claims.Add(1)
 	var res []gozk.MultiResponse
 	var err error
 	if derr := e.do(ctx, e.closing, func() { res, err = e.conn.Multi(ops...) }); derr != nil {

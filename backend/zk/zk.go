@@ -49,6 +49,7 @@ type Elector struct {
 	ioMu    sync.Mutex      // orders io.Add before Close's io.Wait
 	ioShut  bool            // Close waits for io: no new request may start
 	reads   atomic.Int64    // children listings and watches set while waiting (P9)
+	claims  atomic.Int64    // claims sent (the multi that takes the leadership)
 	retries lograte.Limiter // log lines of retried errors
 
 	mu      sync.Mutex

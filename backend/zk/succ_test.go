@@ -1,0 +1,145 @@
+package zk_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	gozk "github.com/go-zookeeper/zk"
+
+	"github.com/electkit/election"
+	"github.com/electkit/election/backend/zk"
+)
+
+// A release hands over to the successor in its multi: the successor,
+// woken by the release, reads the leader node once and leads, with no
+// claim; the waiter behind it reads nothing. The leader node and the new
+// leadership node are persistent, Leader and a fenced write see the new
+// leader, and the next release hands over the same way to a candidate
+// that waited further back (it never learnt it was next in line).
+func TestReleaseHandsOver(t *testing.T) {
+	conn := newConn(t)
+	path := newPath(t)
+	a, b, c := newElector(t, conn, path, "a"), newElector(t, conn, path, "b"), newElector(t, conn, path, "c")
+	ta := lead(t, a)
+	rb := campaignAsync(ctxT(t), b)
+	eventually(t, "b queued", func() bool { return len(cands(t, conn, path)) == 2 })
+	rc := campaignAsync(ctxT(t), c)
+	eventually(t, "c queued", func() bool { return len(cands(t, conn, path)) == 3 })
+	eventually(t, "a knowing its successor", func() bool { return zk.Successor(a) != "" })
+	eventually(t, "b and c watching", func() bool { return zk.Reads(b) >= 3 && zk.Reads(c) >= 3 })
+	readsB, readsC, claimsB := zk.Reads(b), zk.Reads(c), zk.Claims(b)
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb, patience, "b")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.t.Token() <= ta.Token() {
+		t.Fatalf("b's token %d not above a's %d", r.t.Token(), ta.Token())
+	}
+	if d := zk.Reads(b) - readsB; d != 1 {
+		t.Errorf("b made %d reads from a's release to its lead; want 1 (the leader node)", d)
+	}
+	if d := zk.Claims(b) - claimsB; d != 0 {
+		t.Errorf("b sent %d claims; want 0 (a's release handed over)", d)
+	}
+	_, st, err := conn.Get(path + "/_l")
+	if err != nil || st.EphemeralOwner != 0 || uint64(st.Czxid) != r.t.Token() {
+		t.Fatalf("_l after the hand-over: %+v, %v; want a persistent node made at b's token %d", st, err, r.t.Token())
+	}
+	if l, err := c.Leader(ctxT(t)); err != nil || l.ID != "b" || l.Token != r.t.Token() {
+		t.Fatalf("Leader after the hand-over = %+v, %v; want b at %d", l, err, r.t.Token())
+	}
+	op, err := b.Fence(r.t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Multi(op, &gozk.CreateRequest{Path: path + "-data", Acl: gozk.WorldACL(gozk.PermAll)}); err != nil {
+		t.Fatalf("b's fenced write: %v", err)
+	}
+	if err := b.Proclaim(ctxT(t), r.t, []byte("b's")); err != nil {
+		t.Fatalf("b's Proclaim on the handed-over nodes: %v", err)
+	}
+	if d := zk.Reads(c) - readsC; d != 0 {
+		t.Errorf("c made %d reads at a's release; want 0 (it waits behind b)", d)
+	}
+
+	// c waited behind b, never next in line by its last listing: b's
+	// release hands over to it all the same.
+	eventually(t, "b knowing its successor", func() bool { return zk.Successor(b) != "" })
+	claimsC := zk.Claims(c)
+	if err := b.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	rc2 := await(t, rc, patience, "c")
+	if rc2.err != nil {
+		t.Fatal(rc2.err)
+	}
+	if rc2.t.Token() <= r.t.Token() {
+		t.Fatalf("c's token %d not above b's %d", rc2.t.Token(), r.t.Token())
+	}
+	if d := zk.Claims(c) - claimsC; d != 0 {
+		t.Errorf("c sent %d claims; want 0 (b's release handed over)", d)
+	}
+	if err := r.t.Err(); !errors.Is(err, election.ErrResigned) {
+		t.Errorf("b's Term ended with %v", err)
+	}
+	if err := c.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if names := children(t, conn, path); len(names) != 1 || names[0] != "_q" {
+		t.Errorf("children after every candidate resigned: %q; want only _q", names)
+	}
+}
+
+// A successor that a release handed over to loses its session (its
+// connection closed): its candidate node goes with it, while the
+// persistent _l and leadership node stay. The candidate behind it, woken
+// by that node's going, finds _l naming a node that is gone, deletes it
+// and claims; Leader reports no leader for the stale _l meanwhile.
+func TestHandedLeaderCrashes(t *testing.T) {
+	conn := newConn(t)
+	path := newPath(t)
+	bconn := newConn(t)
+	a, b, c := newElector(t, conn, path, "a"), newElector(t, bconn, path, "b"), newElector(t, conn, path, "c")
+	lead(t, a)
+	rb := campaignAsync(ctxT(t), b)
+	eventually(t, "b queued", func() bool { return len(cands(t, conn, path)) == 2 })
+	rc := campaignAsync(ctxT(t), c)
+	eventually(t, "c queued", func() bool { return len(cands(t, conn, path)) == 3 })
+	eventually(t, "a knowing its successor", func() bool { return zk.Successor(a) != "" })
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb, patience, "b")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	bconn.Close() // b's session ends: its ephemeral nodes go
+	rc2 := await(t, rc, patience, "c")
+	if rc2.err != nil {
+		t.Fatal(rc2.err)
+	}
+	if rc2.t.Token() <= r.t.Token() {
+		t.Fatalf("c's token %d not above b's %d", rc2.t.Token(), r.t.Token())
+	}
+	waitDone(t, r.t, patience, "b's Term")
+	_, st, err := conn.Get(path + "/_l")
+	if err != nil || st.EphemeralOwner == 0 || uint64(st.Czxid) != rc2.t.Token() {
+		t.Fatalf("_l after c's claim: %+v, %v; want c's, ephemeral", st, err)
+	}
+	if l, err := c.Leader(ctxT(t)); err != nil || l.ID != "c" {
+		t.Fatalf("Leader = %+v, %v; want c", l, err)
+	}
+	var leads []string
+	for _, n := range children(t, conn, path) {
+		if strings.HasSuffix(n, "-lead") {
+			leads = append(leads, n)
+		}
+	}
+	if len(leads) != 1 {
+		t.Errorf("leadership nodes after c's claim: %q; want c's alone (b's, left by the hand-over, deleted)", leads)
+	}
+}
