@@ -1015,7 +1015,17 @@ func (e *Elector) Resign(ctx context.Context) error {
 	if c != nil && !slices.Contains(e.pending, c) {
 		e.pending = append(e.pending, c)
 	}
-	pending := append([]*candidacy(nil), e.pending...)
+	// c first: its keys' deletion is what the next candidate waits for
+	// (the leases of earlier candidacies, left to the next call, follow).
+	pending := make([]*candidacy, 0, len(e.pending))
+	if c != nil {
+		pending = append(pending, c)
+	}
+	for _, p := range e.pending {
+		if p != c {
+			pending = append(pending, p)
+		}
+	}
 	e.mu.Unlock()
 	// Ending the Term cancels its Context and every ctx derived from it,
 	// such as OnElected's under election.Run, which may be ctx: the
