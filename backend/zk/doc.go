@@ -133,7 +133,9 @@
 // valid while the candidate node it names exists: a successor whose
 // session expires takes its node along, and the candidate that watched
 // it, at the head, deletes the stale _l (by its creation zxid) and claims,
-// deleting the leadership node left without it. The head of the order,
+// deleting the leadership node left without it. A leader on a persistent
+// _l watches its own candidate node too: another client's delete of it
+// ends the Term at once (ErrSessionLost). The head of the order,
 // behind which someone leads on a persistent _l, watches the node that _l
 // names. Releases hand over only with open node ACLs (every entry of
 // Config.NodeACL of the "world" scheme): nodes the leader creates under

@@ -135,6 +135,12 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 	}()
 	own := e.watchOwn(c, c.lead)
 	lw := e.watchOwn(c, e.path+"/"+leaderName)
+	// A leadership handed over by a release (a persistent _l) is valid
+	// while c's candidate node exists (succ.go): its deletion ends it.
+	var cw0 <-chan gozk.Event
+	if c.handed {
+		cw0 = e.watchCand(c)
+	}
 	// Transfer requests (RequestTransfer), each served once.
 	req := e.watchRequest(c)
 	served := int64(0)
@@ -193,6 +199,14 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 				continue
 			}
 			own = e.watchOwn(c, c.lead)
+			continue
+		case ev := <-cw0:
+			cw0 = nil
+			if ev.Type == gozk.EventNodeDeleted || (ev.Type == gozk.EventNotWatching && !errors.Is(ev.Err, gozk.ErrConnectionClosed)) {
+				lc.End(fmt.Errorf("%w: candidate node %s, which the leader node a release handed over with names: %v %v", election.ErrSessionLost, c.node, ev.Type, ev.Err))
+				continue
+			}
+			cw0 = e.watchCand(c)
 			continue
 		case ev := <-lw:
 			lw = nil
@@ -258,6 +272,25 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 func (e *Elector) forget(lc *backend.LeaseClock) {
 	lc.End(election.ErrResigned) // no-op for a Term that has ended
 	e.terms.Forget(lc)
+}
+
+// watchCand sets a watch on c's candidate node, as watchOwn does on the
+// leadership's nodes: a node that is gone counts as deleted.
+func (e *Elector) watchCand(c *candidacy) <-chan gozk.Event {
+	var ok bool
+	var ev <-chan gozk.Event
+	var err error
+	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+	defer cancel()
+	if derr := e.do(ctx, c.stop, func() { ok, _, ev, err = e.conn.ExistsW(c.node) }); derr != nil || err != nil {
+		return nil
+	}
+	if !ok {
+		ch := make(chan gozk.Event, 1)
+		ch <- gozk.Event{Type: gozk.EventNodeDeleted, Path: c.node}
+		return ch
+	}
+	return ev
 }
 
 // watchOwn sets a watch on node, the leader's leadership node or _l, so

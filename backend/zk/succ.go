@@ -44,7 +44,9 @@ import (
 // claims, deleting the leadership node left without it. The head of the
 // order, when someone leads from behind it, watches the node a persistent
 // _l names. The successor's Term ends, as any Term, when _l or its
-// leadership node goes or a heartbeat fails; its release deletes both.
+// leadership node goes or a heartbeat fails, and also when its candidate
+// node goes (another client's delete: the candidate behind it takes that
+// _l for stale); its release deletes all three.
 //
 // A release hands over only with open node ACLs (every entry of
 // Config.NodeACL of the "world" scheme): the nodes it creates carry the
@@ -214,6 +216,7 @@ func (e *Elector) takeHandover(ctx context.Context, c *candidacy) (*election.Ter
 	e.mu.Lock()
 	c.lead = e.path + "/" + leadName(c.guid)
 	c.version = 0 // created by the hand-over, never written since
+	c.handed = true
 	c.leader.Token = uint64(st.Czxid)
 	e.mu.Unlock()
 	return e.begin(ctx, c, sent, nil)

@@ -143,3 +143,41 @@ func TestHandedLeaderCrashes(t *testing.T) {
 		t.Errorf("leadership nodes after c's claim: %q; want c's alone (b's, left by the hand-over, deleted)", leads)
 	}
 }
+
+// Another client deletes the candidate node of a leader that a release
+// handed over to: the persistent _l naming it is stale from then on, so
+// that leader's Term ends at once (it watches its node), and the
+// candidate behind it, woken by the same delete, claims.
+func TestHandedLeadersNodeDeleted(t *testing.T) {
+	conn := newConn(t)
+	path := newPath(t)
+	a, b, c := newElector(t, conn, path, "a"), newElector(t, conn, path, "b"), newElector(t, conn, path, "c")
+	lead(t, a)
+	rb := campaignAsync(ctxT(t), b)
+	eventually(t, "b queued", func() bool { return len(cands(t, conn, path)) == 2 })
+	rc := campaignAsync(ctxT(t), c)
+	eventually(t, "c queued", func() bool { return len(cands(t, conn, path)) == 3 })
+	eventually(t, "a knowing its successor", func() bool { return zk.Successor(a) != "" })
+	bNode := zk.Successor(a)
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb, patience, "b")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if err := conn.Delete(path+"/"+bNode, -1); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, r.t, patience, "b's Term")
+	if err := r.t.Err(); !errors.Is(err, election.ErrSessionLost) {
+		t.Errorf("b's Term ended with %v; want ErrSessionLost", err)
+	}
+	rc2 := await(t, rc, patience, "c")
+	if rc2.err != nil {
+		t.Fatal(rc2.err)
+	}
+	if rc2.t.Token() <= r.t.Token() {
+		t.Fatalf("c's token %d not above b's %d", rc2.t.Token(), r.t.Token())
+	}
+}

@@ -83,6 +83,7 @@ type candidacy struct {
 	leader  election.Leader
 	lead    string     // the leadership node's full path, once claimed (guarded by Elector.mu)
 	succ    *successor // while it leads: the candidate its release hands over to, or nil (succ.go; guarded by Elector.mu)
+	handed  bool       // it leads on a release's hand-over (succ.go): set before its Term begins
 
 	// queue is the data version of the queue node (_q) read before the
 	// next listing, or -1: every registration bumps it, so a claim made on
