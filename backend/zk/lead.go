@@ -151,9 +151,8 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 		}
 	}
 	serve()
-	// The successor its release hands over to (succ.go): read again
-	// when it goes or a candidate of positive priority registers.
-	qw, sw := e.readSucc(c)
+	// The successor its release hands over to (succ.go).
+	sw := e.readSucc(c)
 	for {
 		// A look at the connection: at the start, then whenever its
 		// state or session changed (connWatch) or Dial's session events
@@ -220,11 +219,8 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 			req = e.watchRequest(c)
 			serve()
 			continue
-		case <-qw:
-			qw, sw = e.readSucc(c)
-			continue
 		case <-sw:
-			qw, sw = e.readSucc(c)
+			sw = e.readSucc(c)
 			continue
 		case <-e.sessionEvents:
 			continue // look again

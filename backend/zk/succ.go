@@ -15,9 +15,8 @@ import (
 // This file holds the leader's successor and the hand-over to it in the
 // leader's release. A leader at the head of the order reads, once it
 // leads, the candidate just behind it (its successor) and the queue
-// node's version, and watches both: the successor's going, or a
-// registration of positive priority (one that could sort between them,
-// or ahead of the leader), makes it read again. Its release then hands
+// node's version (with nobody behind it yet, it watches the children
+// until the first registration, and reads then). Its release then hands
 // over in the multi that deletes its nodes: the multi checks that the
 // successor's node is there (its session alive) and that the queue node
 // is at the version read (nobody could have sorted between), deletes the
@@ -66,15 +65,21 @@ func (e *Elector) handsOver() bool {
 	return !slices.ContainsFunc(e.cfg.NodeACL, func(a gozk.ACL) bool { return a.Scheme != "world" })
 }
 
-// readSucc reads c's successor, while c leads: the queue node's version
-// (watched), a listing, and the record of the candidate just behind c's
-// node (watched), if c heads the order and that one may lead next (a
-// candidate node of this layout, with a Priority of 0 or more: one of
-// lower priority could be passed by a newcomer that bumps nothing). It
-// sets c.succ (nil when there is none to hand over to) and returns the
-// watches that say it must read again: the queue node's, the
-// successor's. It makes no request when e does not hand over.
-func (e *Elector) readSucc(c *candidacy) (qw, sw <-chan gozk.Event) {
+// readSucc reads c's successor, once c leads: the queue node's version,
+// a listing, and the record of the candidate just behind c's node, if c
+// heads the order and that one may lead next (a candidate node of this
+// layout, with a Priority of 0 or more: one of lower priority could be
+// passed by a newcomer that bumps nothing). It sets c.succ (nil when
+// there is none to hand over to). Nothing of it is watched: the release's
+// multi checks that the successor's node is still there and the queue
+// node at the version read (a registration that could sort between them
+// bumps it), and goes without the hand-over otherwise; a watch would
+// outlive the Term on the server and wake this client again at a later
+// handover. Only when nobody is behind c yet (c leads from the first
+// claim of the election) does it watch the children, whose first change
+// is the first registration: cw, after which c reads again. It makes no
+// request when e does not hand over.
+func (e *Elector) readSucc(c *candidacy) (cw <-chan gozk.Event) {
 	set := func(s *successor) {
 		e.mu.Lock()
 		c.succ = s
@@ -82,7 +87,7 @@ func (e *Elector) readSucc(c *candidacy) (qw, sw <-chan gozk.Event) {
 	}
 	set(nil)
 	if !e.handsOver() {
-		return nil, nil
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
 	defer cancel()
@@ -102,40 +107,36 @@ func (e *Elector) readSucc(c *candidacy) (qw, sw <-chan gozk.Event) {
 		}
 		return *g, g.err == nil
 	}
-	q, ok := req(func(g *got) { _, g.st, g.w, g.err = e.conn.GetW(e.path + "/" + queueName) })
+	q, ok := req(func(g *got) { _, g.st, g.err = e.conn.Get(e.path + "/" + queueName) })
 	if !ok {
-		return nil, nil
+		return nil
 	}
-	qw = q.w
 	l, ok := req(func(g *got) { g.names, _, g.err = e.conn.Children(e.path) })
 	if !ok {
-		return qw, nil
+		return nil
 	}
 	next, ok, first := behind(l.names, c.self)
 	if !ok && first {
-		// Nobody behind c yet (it leads from the first claim of the
-		// election): the first registration is the successor. A
-		// listing that watches the children, then, which fires once.
 		lw, lok := req(func(g *got) { g.names, _, g.w, g.err = e.conn.ChildrenW(e.path) })
 		if !lok {
-			return qw, nil
+			return nil
 		}
 		if next, ok, _ = behind(lw.names, c.self); !ok {
-			return qw, lw.w
+			return lw.w
 		}
 	}
 	if !ok || next.blocker || next.prio < 0 {
-		return qw, nil
+		return nil
 	}
-	d, ok := req(func(g *got) { g.data, _, g.w, g.err = e.conn.GetW(e.path + "/" + next.name) })
+	d, ok := req(func(g *got) { g.data, _, g.err = e.conn.Get(e.path + "/" + next.name) })
 	if !ok {
-		return qw, nil
+		return nil
 	}
 	if _, err := record.Decode(d.data); err != nil {
-		return qw, d.w // malformed: no hand-over to it; read again if it changes
+		return nil // malformed: no hand-over to it
 	}
 	set(&successor{name: next.name, data: d.data, queue: q.st.Version})
-	return qw, d.w
+	return nil
 }
 
 // behind returns the child just behind self in the order of a listing,
