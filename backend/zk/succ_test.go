@@ -19,14 +19,8 @@ import (
 // that waited further back (it never learnt it was next in line).
 func TestReleaseHandsOver(t *testing.T) {
 	conn := newConn(t)
-	path := newPath(t)
-	a, b, c := newElector(t, conn, path, "a"), newElector(t, conn, path, "b"), newElector(t, conn, path, "c")
-	ta := lead(t, a)
-	rb := campaignAsync(ctxT(t), b)
-	eventually(t, "b queued", func() bool { return len(cands(t, conn, path)) == 2 })
-	rc := campaignAsync(ctxT(t), c)
-	eventually(t, "c queued", func() bool { return len(cands(t, conn, path)) == 3 })
-	eventually(t, "a knowing its successor", func() bool { return zk.Successor(a) != "" })
+	q := threeQueued(t, conn, conn)
+	path, a, b, c, ta, rb, rc := q.path, q.a, q.b, q.c, q.ta, q.rb, q.rc
 	eventually(t, "b and c watching", func() bool { return zk.Reads(b) >= 3 && zk.Reads(c) >= 3 })
 	readsB, readsC, claimsB := zk.Reads(b), zk.Reads(c), zk.Claims(b)
 	if err := a.Resign(ctxT(t)); err != nil {
@@ -98,18 +92,11 @@ func TestReleaseHandsOver(t *testing.T) {
 // connection closed): its candidate node goes with it, while the
 // persistent _l and leadership node stay. The candidate behind it, woken
 // by that node's going, finds _l naming a node that is gone, deletes it
-// and claims; Leader reports no leader for the stale _l meanwhile.
+// and claims.
 func TestHandedLeaderCrashes(t *testing.T) {
-	conn := newConn(t)
-	path := newPath(t)
-	bconn := newConn(t)
-	a, b, c := newElector(t, conn, path, "a"), newElector(t, bconn, path, "b"), newElector(t, conn, path, "c")
-	lead(t, a)
-	rb := campaignAsync(ctxT(t), b)
-	eventually(t, "b queued", func() bool { return len(cands(t, conn, path)) == 2 })
-	rc := campaignAsync(ctxT(t), c)
-	eventually(t, "c queued", func() bool { return len(cands(t, conn, path)) == 3 })
-	eventually(t, "a knowing its successor", func() bool { return zk.Successor(a) != "" })
+	conn, bconn := newConn(t), newConn(t)
+	q := threeQueued(t, conn, bconn)
+	path, a, c, rb, rc := q.path, q.a, q.c, q.rb, q.rc
 	if err := a.Resign(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -150,14 +137,8 @@ func TestHandedLeaderCrashes(t *testing.T) {
 // candidate behind it, woken by the same delete, claims.
 func TestHandedLeadersNodeDeleted(t *testing.T) {
 	conn := newConn(t)
-	path := newPath(t)
-	a, b, c := newElector(t, conn, path, "a"), newElector(t, conn, path, "b"), newElector(t, conn, path, "c")
-	lead(t, a)
-	rb := campaignAsync(ctxT(t), b)
-	eventually(t, "b queued", func() bool { return len(cands(t, conn, path)) == 2 })
-	rc := campaignAsync(ctxT(t), c)
-	eventually(t, "c queued", func() bool { return len(cands(t, conn, path)) == 3 })
-	eventually(t, "a knowing its successor", func() bool { return zk.Successor(a) != "" })
+	q := threeQueued(t, conn, conn)
+	path, a, rb, rc := q.path, q.a, q.rb, q.rc
 	bNode := zk.Successor(a)
 	if err := a.Resign(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -180,4 +161,28 @@ func TestHandedLeadersNodeDeleted(t *testing.T) {
 	if rc2.t.Token() <= r.t.Token() {
 		t.Fatalf("c's token %d not above b's %d", rc2.t.Token(), r.t.Token())
 	}
+}
+
+// queued3 is an election where a leads and b, then c, wait behind it.
+type queued3 struct {
+	path    string
+	a, b, c *zk.Elector
+	ta      *election.Term
+	rb, rc  <-chan result
+}
+
+// threeQueued makes a lead a new election on conn, then b (on bconn) and
+// c queue behind it in that order, and waits until a knows b as its
+// successor.
+func threeQueued(t *testing.T, conn, bconn *gozk.Conn) queued3 {
+	t.Helper()
+	q := queued3{path: newPath(t)}
+	q.a, q.b, q.c = newElector(t, conn, q.path, "a"), newElector(t, bconn, q.path, "b"), newElector(t, conn, q.path, "c")
+	q.ta = lead(t, q.a)
+	q.rb = campaignAsync(ctxT(t), q.b)
+	eventually(t, "b queued", func() bool { return len(cands(t, conn, q.path)) == 2 })
+	q.rc = campaignAsync(ctxT(t), q.c)
+	eventually(t, "c queued", func() bool { return len(cands(t, conn, q.path)) == 3 })
+	eventually(t, "a knowing its successor", func() bool { return zk.Successor(q.a) != "" })
+	return q
 }
