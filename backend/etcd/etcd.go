@@ -799,6 +799,56 @@ func (e *Elector) releaseWithin(c *candidacy, lease bool) error {
 	return e.release(ctx, c, lease)
 }
 
+// releaseTxn builds the transaction that deletes c's keys (see release),
+// with the hand-over to c's successor as c knows it now. Resign builds it
+// before it ends the Term, whose end wakes the candidacy's goroutines,
+// and sends it after: the next candidate waits for it.
+func (e *Elector) releaseTxn(c *candidacy) *txn {
+	e.mu.Lock()
+	token, lkey, next, succ := c.token, c.lkey, c.next, c.succ
+	e.mu.Unlock()
+	qcmp := clientv3.Compare(clientv3.LeaseValue(c.key), "=", c.s.lease)
+	if c.rev != 0 {
+		qcmp = clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)
+	}
+	lcmp := clientv3.Compare(clientv3.Value(lkey), "=", c.leaderRec) // a claim or reservation whose reply was lost, or a reservation
+	if token != 0 {
+		lcmp = clientv3.Compare(clientv3.CreateRevision(lkey), "=", token)
+	}
+	delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
+	// A hand-over to c that c did not take goes with it.
+	delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer)}, nil)
+	// c's hand-over mark, if a hand-over made one (markKey), goes
+	// with its queue key: its name is c's.
+	delM := clientv3.OpDelete(e.lay.markKey(c.key))
+	then := []clientv3.Op{clientv3.OpDelete(lkey), delQ, delM, delT}
+	orElse := []clientv3.Op{delQ, delM, delT}
+	if h := e.lay.leaderKey(c.seq, c.key); h != lkey {
+		// A hand-over to c that c did not take yet (handOver names
+		// the key by c's arrival, whatever c's claim was called)
+		// goes with it too.
+		delH := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(h), "=", c.leaderRec), clientv3.Compare(clientv3.LeaseValue(h), "=", c.s.lease)},
+			[]clientv3.Op{clientv3.OpDelete(h)}, nil)
+		then, orElse = append(then, delH), append(orElse, delH)
+	}
+	switch {
+	case token != 0 && next.key != "":
+		// A candidate of an earlier version of this package
+		// reserved after c: it leads on this release's event;
+		// touching its queue key (put again, its value and lease
+		// kept) wakes the one candidate just behind it, which is
+		// next in line now and reserves in turn.
+		then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(next.key), "=", next.lease)},
+			[]clientv3.Op{clientv3.OpPut(next.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}, nil))
+	case token != 0 && succ != nil:
+		// c's successor leads on this release's event (succ.go).
+		if op, ok := e.handOverOps(c, lkey, token, succ); ok {
+			then = append(then, op)
+		}
+	}
+	return newTxn().If(lcmp).Then(then...).Else(orElse...)
+}
+
 // release gives up c's keys and, with lease, its private lease, within
 // ctx. c must be halted.
 //
@@ -820,8 +870,14 @@ func (e *Elector) releaseWithin(c *candidacy, lease bool) error {
 // its own after the TTL, since nothing renews it, and takes the keys with
 // it.
 func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
+	return e.releaseWith(ctx, c, lease, nil)
+}
+
+// releaseWith is release, with the transaction that deletes c's keys
+// built already (releaseTxn) unless t is nil.
+func (e *Elector) releaseWith(ctx context.Context, c *candidacy, lease bool, t *txn) error {
 	e.mu.Lock()
-	deleteKeys, token, lkey, next, succ := !c.keyGone, c.token, c.lkey, c.next, c.succ
+	deleteKeys := !c.keyGone
 	e.mu.Unlock()
 	lease = lease && c.s.private
 	var err error
@@ -838,46 +894,10 @@ func (e *Elector) release(ctx context.Context, c *candidacy, lease bool) error {
 		return err
 	}
 	if deleteKeys {
-		qcmp := clientv3.Compare(clientv3.LeaseValue(c.key), "=", c.s.lease)
-		if c.rev != 0 {
-			qcmp = clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)
+		if t == nil {
+			t = e.releaseTxn(c)
 		}
-		lcmp := clientv3.Compare(clientv3.Value(lkey), "=", c.leaderRec) // a claim or reservation whose reply was lost, or a reservation
-		if token != 0 {
-			lcmp = clientv3.Compare(clientv3.CreateRevision(lkey), "=", token)
-		}
-		delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
-		// A hand-over to c that c did not take goes with it.
-		delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer)}, nil)
-		// c's hand-over mark, if a hand-over made one (markKey), goes
-		// with its queue key: its name is c's.
-		delM := clientv3.OpDelete(e.lay.markKey(c.key))
-		then := []clientv3.Op{clientv3.OpDelete(lkey), delQ, delM, delT}
-		orElse := []clientv3.Op{delQ, delM, delT}
-		if h := e.lay.leaderKey(c.seq, c.key); h != lkey {
-			// A hand-over to c that c did not take yet (handOver names
-			// the key by c's arrival, whatever c's claim was called)
-			// goes with it too.
-			delH := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(h), "=", c.leaderRec), clientv3.Compare(clientv3.LeaseValue(h), "=", c.s.lease)},
-				[]clientv3.Op{clientv3.OpDelete(h)}, nil)
-			then, orElse = append(then, delH), append(orElse, delH)
-		}
-		switch {
-		case token != 0 && next.key != "":
-			// A candidate of an earlier version of this package
-			// reserved after c: it leads on this release's event;
-			// touching its queue key (put again, its value and lease
-			// kept) wakes the one candidate just behind it, which is
-			// next in line now and reserves in turn.
-			then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(next.key), "=", next.lease)},
-				[]clientv3.Op{clientv3.OpPut(next.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}, nil))
-		case token != 0 && succ != nil:
-			// c's successor leads on this release's event (succ.go).
-			if op, ok := e.handOverOps(c, lkey, token, succ); ok {
-				then = append(then, op)
-			}
-		}
-		_, err = e.commit(ctx, true, newTxn().If(lcmp).Then(then...).Else(orElse...))
+		_, err = e.commit(ctx, true, t)
 		if err == nil {
 			e.mu.Lock()
 			c.keyGone = true
@@ -1032,14 +1052,20 @@ func (e *Elector) Resign(ctx context.Context) error {
 	// requests go on for up to a lease window past it.
 	rctx, cancel := backend.ResignContext(ctx, e.o.Window())
 	defer cancel()
+	var first *txn
 	if c != nil {
+		first = e.releaseTxn(c) // before the Term's end wakes c's goroutines
 		e.end(c, election.ErrResigned)
 	}
 	var errs []error
 	for _, p := range pending {
 		// The keys of the candidacy just ended go first, alone (see
 		// release); the leases of earlier ones are revoked.
-		if err := e.release(rctx, p, p != c); err != nil {
+		var t *txn
+		if p == c {
+			t = first
+		}
+		if err := e.releaseWith(rctx, p, p != c, t); err != nil {
 			if cause := context.Cause(rctx); cause != nil {
 				if cause == ctx.Err() {
 					return cause // ctx's own end, as is

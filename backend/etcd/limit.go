@@ -280,7 +280,7 @@ func (l *limiter) sendAlone(c *call) error {
 // release the caller sends next.
 func (l *limiter) sendWrite(c *call) error {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(c.ctx))
-	defer context.AfterFunc(l.cli.Ctx(), cancel)()
+	stop := context.AfterFunc(l.cli.Ctx(), cancel) // a closed client ends it, whoever waits
 	var (
 		h    *pb.ResponseHeader
 		r    *pb.ResponseOp
@@ -293,6 +293,7 @@ func (l *limiter) sendWrite(c *call) error {
 	}()
 	select {
 	case <-done:
+		stop()
 		cancel()
 		c.header, c.resp, c.err = h, r, err
 		return err
@@ -309,6 +310,7 @@ func (l *limiter) sendWrite(c *call) error {
 	go func() {
 		<-done
 		t.Stop()
+		stop()
 		cancel()
 		l.mu.Lock()
 		if l.held[c.group] == life {
