@@ -115,29 +115,43 @@
 //
 // A release hands over to its successor when it can, without a claim
 // after it: a leader at the head of the order reads, once it leads, the
-// candidate just behind it (a candidate node of this layout, Priority 0
-// or more) and the queue node's version, and watches both (and, with
-// nobody behind it yet, the children until the first registration). Its
-// release is then one multi that checks the successor's node is there and
-// _q unchanged (nobody registered who could sort between them), deletes
-// its _l, leadership node and candidate node, and creates _l (naming the
-// successor's node, with its record) and the successor's leadership node
-// — persistent, since ephemeral nodes made by the leader's multi would
-// belong to the leader's session. The multi's zxid is the token. The
-// successor, woken by its predecessor's deletion, reads _l before anything
-// else: one read of the server it is connected to, as LeaderLatch lists
-// the children once after its event; a persistent _l naming its own node
-// says it leads, its Term counting from that read's send time (the server
-// heard from its session then). If the multi no longer holds, the nodes
-// go as without it and the next candidate claims. A persistent _l is
-// valid while the candidate node it names exists: a successor whose
-// session expires takes its node along, and the candidate that watched
-// it, at the head, deletes the stale _l (by its creation zxid) and claims,
-// deleting the leadership node left without it. A leader on a persistent
-// _l watches its own candidate node too: another client's delete of it
-// ends the Term at once (ErrSessionLost). The head of the order,
-// behind which someone leads on a persistent _l, watches the node that _l
-// names. Releases hand over only with open node ACLs (every entry of
+// candidate just behind it (an ephemeral candidate node of this layout,
+// Priority 0 or more) and the queue node's version, and watches neither
+// (a watch would outlive the Term on the server and wake the old leader
+// at a later handover; with nobody behind it yet, it watches the children
+// until the first registration). Its release is then one multi that
+// checks the successor's node is there and _q unchanged (nobody
+// registered who could sort between them), deletes its _l, leadership
+// node and candidate node, and creates _l (naming the successor's node,
+// with its record) and the successor's leadership node — persistent,
+// since ephemeral nodes made by the leader's multi would belong to the
+// leader's session. The multi's zxid is the token. If the multi no longer
+// holds, the nodes go as without it and the next candidate claims.
+//
+// The successor, woken by its predecessor's deletion (or finding its own
+// leadership node in a listing), sends three requests at once: a read of
+// _l and of its own candidate node, which the server it is connected to
+// answers, and a sync, which that server forwards to the ensemble's
+// leader, which refuses it unless the successor's session is alive. A
+// persistent _l naming its node, its node there under its session, and
+// the sync's success: it leads, its Term counting from the sync's send
+// time, as from a heartbeat's (a server cut off from the leader may still
+// answer reads for a session the leader has expired). That is one round
+// trip to the ensemble's leader, no write: LeaderLatch lists the children
+// once after its event.
+//
+// A persistent _l is valid while the ephemeral candidate node it names
+// exists: a successor whose session expires takes its node along, and
+// the candidate that watched it, at the head, deletes the stale _l (in
+// one multi with its leadership node, so that a leader node made since is
+// never deleted in its place) and claims. A leader on a persistent _l
+// watches its own candidate node too: another client's delete of it ends
+// the Term at once (ErrSessionLost). The head of the order, behind which
+// someone leads on a persistent _l, watches the node that _l names. A
+// successor that leaves without leading (its Campaign canceled, a whole
+// fleet stopped) leaves the persistent _l and its leadership node to the
+// next candidate that heads the order, which deletes them. Releases hand
+// over only with open node ACLs (every entry of
 // Config.NodeACL of the "world" scheme): nodes the leader creates under
 // an "auth" or "digest" ACL would be the leader's identity's, and the
 // successor could not write its record. A newcomer

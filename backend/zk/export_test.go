@@ -30,3 +30,7 @@ func Successor(e *Elector) string {
 
 // Claims returns how many claims e has sent.
 func Claims(e *Elector) int64 { return e.claims.Load() }
+
+// NodePrefix is the name a candidate asks ZooKeeper to create, before the
+// sequence number.
+var NodePrefix = nodePrefix

@@ -16,8 +16,9 @@ import (
 // t's leadership node exists at the version it had when last written by
 // this candidate: put it first in a Multi with your writes, and they
 // commit only while the leadership is current in ZooKeeper (the node goes
-// when the session does, on Resign or Transfer, and with the next claim of
-// any other candidate).
+// on Resign or Transfer, with the session — or, for a leadership a
+// release handed over, once the candidate node goes, with the next claim —
+// and with the next claim of any other candidate).
 //
 //	op, err := e.Fence(term)
 //	if err != nil { return err } // ErrNotLeader

@@ -19,8 +19,8 @@ import (
 // Node layout. Under the election path:
 //
 //	_c_<GUID>-p<16 hex>-<10 digits>   a candidate node: protected ephemeral-sequential, one per candidacy
-//	_l                                the leader node: ephemeral, the leader's record naming its candidate node
-//	_c_<GUID>-lead                    the leadership node: ephemeral, created with _l, its creation zxid the token
+//	_l                                the leader node: the leader's record naming its candidate node; ephemeral, or persistent after a release's hand-over
+//	_c_<GUID>-lead                    the leadership node: created with _l (ephemeral or persistent as it), its creation zxid the token
 //	_t                                a pending hand-over (Transfer, preemption): ephemeral, names its target
 //	_r                                a transfer request (RequestTransfer): ephemeral, of the requester's session
 //	_w-<GUID>                         a candidate's wake-up name: created and deleted in one multi, never seen

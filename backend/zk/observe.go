@@ -109,11 +109,12 @@ func (e *Elector) head(ctx context.Context, watch bool) (election.Leader, <-chan
 		// names exists. Observe watches that node too (nw).
 		var ok bool
 		var w <-chan gozk.Event
+		var nst *gozk.Stat
 		if derr := e.do(ctx, e.closing, func() {
 			if watch {
-				ok, _, w, err = e.conn.ExistsW(e.path + "/" + named)
+				ok, nst, w, err = e.conn.ExistsW(e.path + "/" + named)
 			} else {
-				ok, _, err = e.conn.Exists(e.path + "/" + named)
+				ok, nst, err = e.conn.Exists(e.path + "/" + named)
 			}
 		}); derr != nil {
 			return election.Leader{}, nil, nil, derr
@@ -121,7 +122,7 @@ func (e *Elector) head(ctx context.Context, watch bool) (election.Leader, <-chan
 		if err != nil {
 			return election.Leader{}, nil, nil, e.readErr("reading "+named, err)
 		}
-		if !ok {
+		if !ok || nst.EphemeralOwner == 0 {
 			// Its candidate is gone: no leader until the next one
 			// deletes it (the watch on _l sees that).
 			return election.Leader{}, cw, nil, election.ErrNoLeader
@@ -186,7 +187,9 @@ func (e *Elector) readErr(what string, err error) error {
 // Observe implements election.Elector. The first value is the state the
 // Elector's watcher read from ZooKeeper (it waits for that read); then
 // every change. The watcher holds one watch, on the leader node (a data
-// watch, or an exists watch while it is missing), and reads again whenever
+// watch, or an exists watch while it is missing), and a second on the
+// candidate node a persistent leader node names (a release's hand-over:
+// it leads while that node exists), and reads again whenever
 // it fires or is lost (a reconnect, a new session), so it never skips the
 // newest value. A zero Leader means no leader now, including when the
 // leader node is malformed (it is logged).

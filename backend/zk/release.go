@@ -78,7 +78,11 @@ type pend struct {
 // pend returns the release of c: its node and, if it leads, its
 // leadership.
 func (c *candidacy) pend() pend {
-	return pend{node: c.node, lead: c.lead, token: int64(c.leader.Token), session: c.session, succ: c.succ}
+	p := pend{node: c.node, lead: c.lead, token: int64(c.leader.Token), session: c.session, succ: c.succ}
+	if c.handed {
+		p.session = 0 // its _l is persistent: no session owns it
+	}
+	return p
 }
 
 // release carries out p. A leadership's nodes go with the candidate node

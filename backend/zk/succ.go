@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 
 	gozk "github.com/go-zookeeper/zk"
 
@@ -27,14 +28,15 @@ import (
 // token.
 //
 // The successor watches the leader's candidate node (just ahead of it in
-// the order). On its deletion it reads _l first, before anything else: a
-// persistent _l naming its own node says that it leads, and the read's
-// send time is what its Term counts from (the server heard from its
-// session then). That is one read of the server it is connected to after
-// the event, as Curator's LeaderLatch lists the children once after its
-// own; the claim of the leadership, a write through the ensemble's
-// leader, is left out of the handover's path. Nobody else is woken: the
-// multi touches no node another waiter watches (P9).
+// the order). On its deletion (or on finding its own leadership node in
+// a listing) it reads _l and its own node, and syncs through the
+// ensemble's leader, all at once (takeHandover): a persistent _l naming
+// its node says that it leads, and the sync's send time is what its Term
+// counts from. That is one round trip to the ensemble's leader after the
+// event, with no write, where Curator's LeaderLatch lists the children
+// once; the claim of the leadership, a write through the quorum, is left
+// out of the handover's path. Nobody else is woken: the multi touches no
+// node another waiter watches (P9).
 //
 // A persistent _l is valid while the candidate node it names exists: the
 // successor's node is ephemeral, so a successor whose session expires
@@ -128,12 +130,12 @@ func (e *Elector) readSucc(c *candidacy) (cw <-chan gozk.Event) {
 	if !ok || next.blocker || next.prio < 0 {
 		return nil
 	}
-	d, ok := req(func(g *got) { g.data, _, g.err = e.conn.Get(e.path + "/" + next.name) })
+	d, ok := req(func(g *got) { g.data, g.st, g.err = e.conn.Get(e.path + "/" + next.name) })
 	if !ok {
 		return nil
 	}
-	if _, err := record.Decode(d.data); err != nil {
-		return nil // malformed: no hand-over to it
+	if _, err := record.Decode(d.data); err != nil || d.st.EphemeralOwner == 0 {
+		return nil // malformed, or persistent (it never goes): no hand-over to it
 	}
 	set(&successor{name: next.name, data: d.data, queue: q.st.Version})
 	return nil
@@ -189,36 +191,57 @@ func (e *Elector) handOverOps(p pend) []any {
 }
 
 // takeHandover reads _l after what c watched went: if a release handed
-// over to c (a persistent _l naming c's node), c leads, its Term counting
-// from the read's send time, with the token _l's creation zxid. It
-// returns nil, nil otherwise (c goes on as before: it claims or lists).
+// over to c (a persistent _l naming c's node), c leads, with the token
+// _l's creation zxid. Three requests go out at once: the read of _l and
+// of c's own node (P4: it is there, under c's session), both answered by
+// the server c is connected to, and a sync, which that server forwards to
+// the ensemble's leader, which refuses it unless c's session is alive: the
+// Term counts from the sync's send time, as a heartbeat's (a server cut
+// off from the leader may still answer reads, for a session the leader
+// has expired). It returns nil, nil otherwise (c goes on as before: it
+// claims or lists).
 func (e *Elector) takeHandover(ctx context.Context, c *candidacy) (*election.Term, error) {
-	var data []byte
-	var st *gozk.Stat
-	var err error
+	type reads struct {
+		data          []byte
+		st, own       *gozk.Stat
+		found         bool
+		err, oe, serr error
+	}
+	r := new(reads)
+	if e.lostSeen != nil {
+		e.lostSeen.Store(false) // a disconnect before this Term is not this Term's
+	}
 	sid := e.conn.SessionID()
 	sent := clock.Now()
 	e.reads.Add(1)
-	if derr := e.do(ctx, e.closing, func() { data, st, err = e.conn.Get(e.path + "/" + leaderName) }); derr != nil {
+	if derr := e.do(ctx, e.closing, func() {
+		var wg sync.WaitGroup
+		wg.Go(func() { _, r.serr = e.conn.Sync(e.path) })
+		wg.Go(func() { r.found, r.own, r.oe = e.conn.Exists(c.node) })
+		r.data, r.st, r.err = e.conn.Get(e.path + "/" + leaderName)
+		wg.Wait()
+	}); derr != nil {
 		return nil, e.stopped(ctx, c, derr)
 	}
-	if errors.Is(err, gozk.ErrNoNode) {
+	if errors.Is(r.err, gozk.ErrNoNode) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, e.transient(ctx, c, err)
+	for _, err := range []error{r.err, r.oe, r.serr} {
+		if err != nil {
+			return nil, e.transient(ctx, c, err)
+		}
 	}
-	if sid != c.session || e.conn.SessionID() != c.session {
-		return nil, errNodeGone // the node went with its session: Campaign makes a new one
+	if sid != c.session || e.conn.SessionID() != c.session || !r.found || r.own.EphemeralOwner != c.session {
+		return nil, errNodeGone // the node went, or went with its session: Campaign makes a new one
 	}
-	if !handedTo(data, st, c.name, e.o.ID) {
+	if !handedTo(r.data, r.st, c.name, e.o.ID) {
 		return nil, nil
 	}
 	e.mu.Lock()
 	c.lead = e.path + "/" + leadName(c.guid)
 	c.version = 0 // created by the hand-over, never written since
 	c.handed = true
-	c.leader.Token = uint64(st.Czxid)
+	c.leader.Token = uint64(r.st.Czxid)
 	e.mu.Unlock()
 	return e.begin(ctx, c, sent, nil)
 }

@@ -186,3 +186,30 @@ func threeQueued(t *testing.T, conn, bconn *gozk.Conn) queued3 {
 	eventually(t, "a knowing its successor", func() bool { return zk.Successor(q.a) != "" })
 	return q
 }
+
+// A persistent node named like a candidate's, behind the leader: it never
+// goes, so it never leads (P8) — the leader's release must not hand over
+// to it (a persistent _l naming a node that never goes would hold the
+// election for good). The waiter behind it leads once the leader resigns.
+func TestPersistentNodeNeverSucceeds(t *testing.T) {
+	conn := newConn(t)
+	path := newPath(t)
+	a, b := newElector(t, conn, path, "a"), newElector(t, conn, path, "b")
+	lead(t, a)
+	junk, err := conn.Create(path+"/"+zk.NodePrefix("0123456789abcdef0123456789abcdef", 0), []byte(`{"v":1,"id":"junk"}`), gozk.FlagSequence, gozk.WorldACL(gozk.PermAll))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Delete(junk, -1) })
+	rb := campaignAsync(ctxT(t), b)
+	eventually(t, "b queued", func() bool { return len(cands(t, conn, path)) == 3 })
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, rb, patience, "b"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if l, err := a.Leader(ctxT(t)); err != nil || l.ID != "b" {
+		t.Fatalf("Leader = %+v, %v; want b", l, err)
+	}
+}

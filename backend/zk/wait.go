@@ -137,6 +137,14 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 			continue
 		}
 		v := placeIn(names, c.self, skip)
+		if slices.Contains(v.leads, leadName(c.guid)) {
+			// c's leadership node: a release handed over to c, which
+			// the event it woke on did not show (it listed instead).
+			t, err := e.takeHandover(ctx, c)
+			if t != nil || err != nil {
+				return t, err
+			}
+		}
 		lastQueue, c.queue = c.queue, -1
 		pred, found, blocked := v.pred, v.found, v.blocked
 		at = v.at
@@ -323,15 +331,17 @@ func (e *Elector) watchLeader(ctx context.Context, c *candidacy) (<-chan gozk.Ev
 		return nil, nil
 	}
 	if st.EphemeralOwner == 0 {
-		if named, nev, err := e.watchNamed(ctx, c); err != nil || nev != nil {
+		named, nev, err := e.watchNamed(ctx, c)
+		if err != nil || nev != nil {
 			return nev, err
-		} else if named != "" {
+		}
+		if named != "" {
 			e.log.Info("zk election: deleting a leader node a release handed over with: the candidate node it names is gone", "path", p, "names", named)
 		} else {
 			e.log.Warn("zk election: deleting a persistent leader node that names no candidate node of the election", "path", p)
 		}
 		var derr error
-		if err := e.do(ctx, e.closing, func() { derr = e.dropIfCzxid(p, st.Czxid, 0) }); err != nil {
+		if err := e.do(ctx, e.closing, func() { derr = e.dropStale(p, st, named) }); err != nil {
 			return nil, e.stopped(ctx, c, err)
 		}
 		if derr != nil && !errors.Is(derr, gozk.ErrNoNode) && !errors.Is(derr, gozk.ErrBadVersion) {
@@ -366,18 +376,36 @@ func (e *Elector) watchNamed(ctx context.Context, c *candidacy) (named string, n
 	}
 	var ok bool
 	var w <-chan gozk.Event
+	var nst *gozk.Stat
 	var werr error
 	e.reads.Add(1)
-	if derr := e.do(ctx, e.closing, func() { ok, _, w, werr = e.conn.ExistsW(e.path + "/" + named) }); derr != nil {
+	if derr := e.do(ctx, e.closing, func() { ok, nst, w, werr = e.conn.ExistsW(e.path + "/" + named) }); derr != nil {
 		return "", nil, e.stopped(ctx, c, derr)
 	}
 	if werr != nil {
 		return "", nil, e.transient(ctx, c, werr)
 	}
-	if !ok {
-		return named, nil, nil
+	if !ok || nst.EphemeralOwner == 0 {
+		return named, nil, nil // gone, or persistent: it never goes, and never leads
 	}
 	return named, w, nil
+}
+
+// dropStale deletes the persistent leader node at p, read with st, that
+// names the candidate node named (or none: ""): with that leadership's
+// own leadership node, in one multi, so that a leader node made since by
+// a claim or a hand-over (its version is 0 too) is never deleted in its
+// place. If that leadership node is gone (another client deleted it), by
+// its creation zxid, as dropIfCzxid does.
+func (e *Elector) dropStale(p string, st *gozk.Stat, named string) error {
+	if g := guidOf(named); g != "" {
+		_, err := e.conn.Multi(&gozk.DeleteRequest{Path: e.path + "/" + leadName(g), Version: -1},
+			&gozk.DeleteRequest{Path: p, Version: st.Version})
+		if !errors.Is(err, gozk.ErrNoNode) {
+			return err
+		}
+	}
+	return e.dropIfCzxid(p, st.Czxid, 0)
 }
 
 // pendingHandover is what a waiter read of a pending hand-over.

@@ -185,8 +185,10 @@ func (e *Elector) Options() election.Options {
 // Priority, waits until it heads the order with nobody leading and no
 // hand-over to another candidate pending (or a hand-over names it) —
 // watching one node at a time (P9) — and claims the leadership in one
-// multi that also checks its node under its session (P4). The Term's
-// token is the claim's zxid. If the candidate already leads, it returns
+// multi that also checks its node under its session (P4), or takes the
+// leadership a release handed over to it, after reading that its node is
+// there under its session and a sync through the ensemble's leader. The
+// Term's token is the zxid of the multi that made the leadership. If the candidate already leads, it returns
 // the current Term. If the node vanishes while waiting (its session
 // expired, someone deleted it, the path was deleted), Campaign makes a
 // new one and waits on.
