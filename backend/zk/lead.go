@@ -151,8 +151,19 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 		}
 	}
 	serve()
-	// The successor its release hands over to (succ.go).
-	sw := e.readSucc(c)
+	// The successor its release hands over to (succ.go), read beside
+	// this loop: its requests must not hold the heartbeats and the looks
+	// at the connection back.
+	succC := make(chan (<-chan gozk.Event), 1)
+	readSucc := func() {
+		e.wg.Add(1) // within lead's own count: Close waits for it too
+		go func() {
+			defer e.wg.Done()
+			succC <- e.readSucc(c)
+		}()
+	}
+	readSucc()
+	var sw <-chan gozk.Event
 	for {
 		// A look at the connection: at the start, then whenever its
 		// state or session changed (connWatch) or Dial's session events
@@ -219,8 +230,11 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 			req = e.watchRequest(c)
 			serve()
 			continue
+		case sw = <-succC:
+			continue
 		case <-sw:
-			sw = e.readSucc(c)
+			sw = nil
+			readSucc()
 			continue
 		case <-e.sessionEvents:
 			continue // look again
