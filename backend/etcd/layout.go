@@ -228,6 +228,16 @@ func (l layout) markKey(qkey string) string { return qkey + markSuffix }
 // of what is queued above a candidate begin there.
 func past(qkey string) string { return qkey + "0" }
 
+// pastKey is past for a key of the queue that may not be a queue key of
+// this layout (garbage a read passes over): after it, for such a key, as
+// "<queue><32 hex>" + "0" would pass over the queue keys of that rank.
+func (l layout) pastKey(key string) string {
+	if _, err := l.queueLease(key); err != nil {
+		return after(key)
+	}
+	return past(key)
+}
+
 // isMark reports whether key is a hand-over mark of the queue (a queue
 // key's name with markSuffix).
 func (l layout) isMark(key string) bool {

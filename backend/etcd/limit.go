@@ -93,10 +93,27 @@ type limiter struct {
 	maxOps int          // the transaction's operation budget a batch keeps to
 	bytes  int          // the size a batch keeps to
 	nbatch int          // batches in flight
-	// held: the elections (groups) with a write in a batch in flight
-	// whose caller gave up on it (its ctx ended): their next requests
-	// wait until that batch is answered (see do).
-	held map[string]*batchLife
+	// held: the elections (groups) with writes in flight whose callers
+	// gave up on them (their ctx ended), and how many: their next
+	// requests wait until those are answered (see do).
+	held map[string]int
+}
+
+// hold counts a given-up write of group in flight. Called with l.mu held.
+func (l *limiter) hold(group string) {
+	if l.held == nil {
+		l.held = map[string]int{}
+	}
+	l.held[group]++
+}
+
+// unhold ends one hold of group and starts what it held back. Called
+// with l.mu held.
+func (l *limiter) unhold(group string) {
+	if l.held[group]--; l.held[group] <= 0 {
+		delete(l.held, group)
+	}
+	l.dispatch()
 }
 
 // A call is one request through the limiter: an opaque one (fn), or a
@@ -128,8 +145,9 @@ type call struct {
 // context: those are a candidacy's, and the map of children an AfterFunc
 // gives a context stays with it for good.
 type batchLife struct {
-	live   int  // calls still waiting (guarded by limiter.mu)
-	write  bool // its requests write: it runs to its answer (do)
+	live   int      // calls still waiting (guarded by limiter.mu)
+	write  bool     // its requests write: it runs to its answer (do)
+	held   []string // the groups of its calls that gave up on it: held until it ends (guarded by limiter.mu)
 	cancel context.CancelFunc
 }
 
@@ -188,7 +206,7 @@ func (l *limiter) do(c *call) error {
 	}
 	c.ready = make(chan struct{})
 	l.mu.Lock()
-	if l.free > 0 && l.queues[0].Len()+l.queues[1].Len() == 0 && l.held[c.group] == nil {
+	if l.free > 0 && l.queues[0].Len()+l.queues[1].Len() == 0 && l.held[c.group] == 0 {
 		l.free--
 		l.mu.Unlock()
 		return l.sendAlone(c)
@@ -219,10 +237,8 @@ func (l *limiter) do(c *call) error {
 					// next request (its release, most likely) must not
 					// overtake it, or it would delete a key the write
 					// then creates, which its Session renews for good.
-					if l.held == nil {
-						l.held = map[string]*batchLife{}
-					}
-					l.held[c.group] = b
+					l.hold(c.group)
+					b.held = append(b.held, c.group)
 				}
 				if b.live--; b.live == 0 {
 					if b.write {
@@ -257,54 +273,60 @@ func (l *limiter) do(c *call) error {
 // sendAlone sends c, which holds a slot of its own, and gives the slot
 // back.
 func (l *limiter) sendAlone(c *call) error {
+	kept := false // a given-up write keeps its slot until it ends (sendWrite)
 	defer func() {
+		if kept {
+			return
+		}
 		l.mu.Lock()
 		l.free++
 		l.dispatch()
 		l.mu.Unlock()
 	}()
+	if err := c.ctx.Err(); err != nil {
+		return err // granted as its ctx ended: not sent
+	}
 	if c.fn != nil {
 		return c.fn()
 	}
 	if c.kind == kindWrite && c.group != "" {
-		return l.sendWrite(c)
+		var err error
+		kept, err = l.sendWrite(c)
+		return err
 	}
 	c.header, c.resp, c.err = l.alone(c.ctx, c)
 	return c.err
 }
 
 // sendWrite sends c, a write of an election, alone. Should c's ctx end
-// first, it returns then, and the request runs on to its answer (for
-// goneWriteWait at most) with the election held, as a batch's writes do
-// (see do): a request canceled in flight may still be applied, after a
+// first, it returns then (kept), and the request runs on to its answer
+// (for goneWriteWait at most) with the election held, as a batch's
+// writes do (see do), and with c's slot, which it gives back when it
+// ends: a request canceled in flight may still be applied, after a
 // release the caller sends next.
-func (l *limiter) sendWrite(c *call) error {
+func (l *limiter) sendWrite(c *call) (kept bool, err error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(c.ctx))
 	stop := context.AfterFunc(l.cli.Ctx(), cancel) // a closed client ends it, whoever waits
 	var (
 		h    *pb.ResponseHeader
 		r    *pb.ResponseOp
-		err  error
+		rerr error
 		done = make(chan struct{})
 	)
 	go func() {
 		defer close(done)
-		h, r, err = l.alone(ctx, c)
+		h, r, rerr = l.alone(ctx, c)
 	}()
 	select {
 	case <-done:
 		stop()
 		cancel()
-		c.header, c.resp, c.err = h, r, err
-		return err
+		c.header, c.resp, c.err = h, r, rerr
+		return false, rerr
 	case <-c.ctx.Done():
 	}
-	life := &batchLife{write: true, cancel: cancel}
 	l.mu.Lock()
-	if l.held == nil {
-		l.held = map[string]*batchLife{}
-	}
-	l.held[c.group] = life
+	l.hold(c.group)
 	l.mu.Unlock()
 	t := time.AfterFunc(goneWriteWait, cancel)
 	go func() {
@@ -313,13 +335,11 @@ func (l *limiter) sendWrite(c *call) error {
 		stop()
 		cancel()
 		l.mu.Lock()
-		if l.held[c.group] == life {
-			delete(l.held, c.group)
-		}
-		l.dispatch()
+		l.free++ // c's slot
+		l.unhold(c.group)
 		l.mu.Unlock()
 	}()
-	return c.ctx.Err()
+	return true, c.ctx.Err()
 }
 
 // dispatch starts what waits, first come first served (urgent first), as
@@ -383,7 +403,7 @@ func (l *limiter) next() (*list.List, *list.Element) {
 	for i := range l.queues {
 		q := &l.queues[i]
 		for el := q.Front(); el != nil; el = el.Next() {
-			if c := el.Value.(*call); l.held[c.group] == nil || c.group == "" {
+			if c := el.Value.(*call); l.held[c.group] == 0 || c.group == "" {
 				return q, el
 			}
 		}
@@ -406,7 +426,7 @@ func (l *limiter) companions(c *call) []*call {
 		for el := l.queues[i].Front(); el != nil && 1+len(with) < maxBatch && looked < 4*maxBatch; el = el.Next() {
 			looked++
 			o := el.Value.(*call)
-			if o != c && o.fn == nil && o.kind == c.kind && !groups[o.group] && l.held[o.group] == nil && 2+len(with)+max(cost, o.cost) <= l.maxOps && size+o.size <= l.bytes {
+			if o != c && o.fn == nil && o.kind == c.kind && !groups[o.group] && l.held[o.group] == 0 && 2+len(with)+max(cost, o.cost) <= l.maxOps && size+o.size <= l.bytes {
 				groups[o.group] = true
 				cost, size = max(cost, o.cost), size+o.size
 				with = append(with, o)
@@ -446,10 +466,8 @@ func (l *limiter) sendBatch(b []*call) {
 	life := &batchLife{cancel: cancel, write: len(b) > 0 && b[0].kind == kindWrite}
 	defer func() {
 		l.mu.Lock()
-		for g, h := range l.held {
-			if h == life {
-				delete(l.held, g) // answered: the election's next requests go (dispatch, after)
-			}
+		for _, g := range life.held {
+			l.unhold(g) // answered: the election's next requests go
 		}
 		l.mu.Unlock()
 	}()
@@ -496,7 +514,9 @@ func (l *limiter) sendBatch(b []*call) {
 			slots <- struct{}{}
 			wg.Go(func() {
 				defer func() { <-slots }()
-				h, r, err := l.alone(c.ctx, c)
+				// The batch's ctx, not the caller's: a caller that
+				// gives up meanwhile is held as in the batch (do).
+				h, r, err := l.alone(ctx, c)
 				l.finish(c, h, r, err)
 			})
 		}

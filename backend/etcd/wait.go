@@ -337,7 +337,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			// A key without a lease never expires: waiting for it would
 			// block the election for good. Read on past it.
 			f.warn(v.above[0], "skipping a key without a lease in the election's queue; it never leads")
-			f.from, v = past(string(v.above[0].Key)), nil
+			f.from, v = e.lay.pastKey(string(v.above[0].Key)), nil
 			continue
 		}
 		poll := time.Duration(0)
@@ -360,6 +360,12 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			}
 			f.watchSkipping(end, skip, v.rev+1)
 			f.w.ahead = nil
+			if first := string(v.above[0].Key); ahead == "" && e.lay.isMark(first) {
+				// A mark whose queue key is gone heads the queue: c
+				// waits for it to go, which only its own event shows
+				// (wait passes over the marks it does not wait on).
+				ahead = first
+			}
 			if ahead != "" {
 				f.w.ahead = []string{ahead}
 			}

@@ -1038,3 +1038,52 @@ func TestHandoverSuccessorSendsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A hand-over mark whose queue key is gone — another program's key shaped
+// like one, under a lease of its own — sorts above every candidate: it
+// holds its place as any leased key does (no claim passes it), and the
+// waiter at the head waits for it to go, and leads then, woken by its
+// deletion alone (it heads the queue, so it watches up to the leadership
+// keys, where no event comes).
+func TestOrphanMarkHeadsTheQueue(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	ctx := ctxT(t)
+	const name = "/orphanmark"
+	a := newElector(t, newClient(t, eps), name, "a")
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newElector(t, newClient(t, eps), name, "b")
+	rb := campaignAsync(ctx, b)
+	waitQueue(t, admin, name, 2)
+	lease, err := admin.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := name + "/_c/" + strings.Repeat("f", 32) + fmt.Sprintf("-%016x-%08x", uint64(lease.ID), 7) + "/h"
+	if _, err := admin.Put(ctx, orphan, `{"v":1,"id":"ghost","key":"x"}`, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	awaitSettled(t, b, "b")
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitSettled(t, b, "b") // it waits on the mark now
+	select {
+	case r := <-rb:
+		t.Fatalf("b led past a mark above it: %v, %v", r.t, r.err)
+	default:
+	}
+	if _, err := admin.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.t.Token() <= ta.Token() {
+		t.Fatalf("b's token %d not above a's %d", r.t.Token(), ta.Token())
+	}
+}
