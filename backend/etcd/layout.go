@@ -497,7 +497,7 @@ func (l layout) firstAndRest(from string, then clientv3.Op) clientv3.Op {
 	return clientv3.OpTxn([]clientv3.Cmp{emptyIn(from, first)}, []clientv3.Op{rest}, nil)
 }
 
-// aboveOp reads up to two keys (keys only) of the first non-empty window
+// aboveOp reads up to aboveLimit keys of the first non-empty window
 // above from; see readAbove.
 func (l layout) aboveOp(from string, serializable bool) clientv3.Op {
 	return l.nested(from, func() []clientv3.Op { return nil }, func(lo, hi string) []clientv3.Op {
@@ -509,7 +509,8 @@ func (l layout) aboveOp(from string, serializable bool) clientv3.Op {
 	})
 }
 
-// readAbove returns what aboveOp read over n windows: up to two keys, the
+// readAbove returns what aboveOp read over n windows: up to aboveLimit keys
+// (a mark among them, which the caller drops: dropMarks), the
 // first of them the key just above from, and whether the window they came
 // from is the last, up to the queue's end (so that one key alone heads the
 // queue; no key at all: nothing is queued above from).

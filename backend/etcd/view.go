@@ -55,7 +55,7 @@ func (e *Elector) viewOps(c *candidacy, serializable bool, above ...clientv3.Op)
 		clientv3.OpGet(e.lay.transfer, opts()...))
 }
 
-// nearOps reads c's key, up to two keys of the first window above from,
+// nearOps reads c's key, up to aboveLimit keys of the first window above from,
 // and the leader key: what a write carries (a read of every window is a
 // read-only look's, or the claim's).
 func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
