@@ -416,20 +416,10 @@ func TestHandoverWakesOnlyTheNext(t *testing.T) {
 	for i := 1; i < n; i++ {
 		awaitNextNoted(t, es[i-1])
 		before, own := reads(), probeReads(es[i])
-		if err := es[i-1].Resign(ctx); err != nil {
-			t.Fatal(err)
-		}
-		r := await(t, results[i])
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if r.t.Token() <= prev.Token() {
-			t.Fatalf("token %d after %d", r.t.Token(), prev.Token())
-		}
+		prev = resignTo(ctx, t, es[i-1], results[i], prev)
 		if got := probeReads(es[i]) - own; got != 0 {
 			t.Errorf("handover to c%d: it sent %d queue requests after the release, want 0 (its predecessor's release handed over to it)", i, got)
 		}
-		prev = r.t
 		settle(t, es[i:])
 		if got := reads() - before; got != 0 {
 			t.Errorf("handover to c%d cost %d queue requests of the waiters, want 0", i, got)
@@ -474,17 +464,7 @@ func TestHandoverReachesTheNextAlone(t *testing.T) {
 	prev := first
 	for i := 1; i < n; i++ {
 		awaitNextNoted(t, es[i-1])
-		if err := es[i-1].Resign(ctx); err != nil {
-			t.Fatal(err)
-		}
-		r := await(t, results[i])
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		if r.t.Token() <= prev.Token() {
-			t.Fatalf("token %d after %d", r.t.Token(), prev.Token())
-		}
-		prev = r.t
+		prev = resignTo(ctx, t, es[i-1], results[i], prev)
 		if i < n-1 {
 			awaitNextNoted(t, es[i]) // its guard's watch is created: its wait's was canceled before
 		}
@@ -500,6 +480,23 @@ func TestHandoverReachesTheNextAlone(t *testing.T) {
 	if err := es[n-1].Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// resignTo resigns from, the leader at prev, and returns the Term the
+// Campaign whose result comes on to returns: its token above prev's.
+func resignTo(ctx context.Context, t *testing.T, from *etcd.Elector, to <-chan result, prev *election.Term) *election.Term {
+	t.Helper()
+	if err := from.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, to)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.t.Token() <= prev.Token() {
+		t.Fatalf("token %d after %d", r.t.Token(), prev.Token())
+	}
+	return r.t
 }
 
 // watchIDLog logs what a client's watch stream delivers, by watch: the
