@@ -133,13 +133,13 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 			holdTimer.Stop()
 		}
 	}()
-	own := e.watchOwn(c, c.lead)
-	lw := e.watchOwn(c, e.path+"/"+leaderName)
+	own := e.watchNode(c, c.lead, true)
+	lw := e.watchNode(c, e.path+"/"+leaderName, true)
 	// A leadership handed over by a release (a persistent _l) is valid
 	// while c's candidate node exists (succ.go): its deletion ends it.
 	var cw0 <-chan gozk.Event
 	if c.handed {
-		cw0 = e.watchCand(c)
+		cw0 = e.watchNode(c, c.node, false)
 	}
 	// Transfer requests (RequestTransfer), each served once.
 	req := e.watchRequest(c)
@@ -208,7 +208,7 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 				lc.End(fmt.Errorf("%w: leadership node %s: %v %v", election.ErrSessionLost, c.lead, ev.Type, ev.Err))
 				continue
 			}
-			own = e.watchOwn(c, c.lead)
+			own = e.watchNode(c, c.lead, true)
 			continue
 		case ev := <-cw0:
 			cw0 = nil
@@ -216,7 +216,7 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 				lc.End(fmt.Errorf("%w: candidate node %s, which the leader node a release handed over with names: %v %v", election.ErrSessionLost, c.node, ev.Type, ev.Err))
 				continue
 			}
-			cw0 = e.watchCand(c)
+			cw0 = e.watchNode(c, c.node, false)
 			continue
 		case ev := <-lw:
 			lw = nil
@@ -224,7 +224,7 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 				lc.End(fmt.Errorf("%w: leader node %s/%s: %v %v", election.ErrSessionLost, e.path, leaderName, ev.Type, ev.Err))
 				continue
 			}
-			lw = e.watchOwn(c, e.path+"/"+leaderName)
+			lw = e.watchNode(c, e.path+"/"+leaderName, true)
 			continue
 		case <-req.ch:
 			req = e.watchRequest(c)
@@ -284,31 +284,13 @@ func (e *Elector) forget(lc *backend.LeaseClock) {
 	e.terms.Forget(lc)
 }
 
-// watchCand sets a watch on c's candidate node, as watchOwn does on the
-// leadership's nodes: a node that is gone counts as deleted.
-func (e *Elector) watchCand(c *candidacy) <-chan gozk.Event {
-	var ok bool
-	var ev <-chan gozk.Event
-	var err error
-	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
-	defer cancel()
-	if derr := e.do(ctx, c.stop, func() { ok, _, ev, err = e.conn.ExistsW(c.node) }); derr != nil || err != nil {
-		return nil
-	}
-	if !ok {
-		ch := make(chan gozk.Event, 1)
-		ch <- gozk.Event{Type: gozk.EventNodeDeleted, Path: c.node}
-		return ch
-	}
-	return ev
-}
-
-// watchOwn sets a watch on node, the leader's leadership node or _l, so
-// that its deletion ends the Term within a round trip. It returns nil if
-// the watch cannot be set (the heartbeats still find out). A _l that is
-// not c's leadership's (its creation zxid is not the token) counts as
-// deleted.
-func (e *Elector) watchOwn(c *candidacy, node string) <-chan gozk.Event {
+// watchNode sets a watch on node, the leader's leadership node or _l
+// (made, with token, at c's token) or its candidate node, so that its
+// deletion ends the Term within a round trip. It returns nil if the watch
+// cannot be set (the heartbeats still find out). A node that is gone, or
+// with token one not made at c's token (a _l of another leadership),
+// counts as deleted.
+func (e *Elector) watchNode(c *candidacy, node string, token bool) <-chan gozk.Event {
 	var ok bool
 	var st *gozk.Stat
 	var ev <-chan gozk.Event
@@ -318,7 +300,7 @@ func (e *Elector) watchOwn(c *candidacy, node string) <-chan gozk.Event {
 	if derr := e.do(ctx, c.stop, func() { ok, st, ev, err = e.conn.ExistsW(node) }); derr != nil || err != nil {
 		return nil
 	}
-	if !ok || uint64(st.Czxid) != c.leader.Token {
+	if !ok || token && uint64(st.Czxid) != c.leader.Token {
 		ch := make(chan gozk.Event, 1)
 		ch <- gozk.Event{Type: gozk.EventNodeDeleted, Path: node}
 		return ch

@@ -445,10 +445,10 @@ func TestHandoverReachesTheNextAlone(t *testing.T) {
 	ctx := ctxT(t)
 	const n, name = 5, "/alone"
 	es := make([]*etcd.Elector, n)
-	logs := make([]*watchIDLog, n)
+	logs := make([]*watchLog, n)
 	for i := range es {
-		logs[i] = &watchIDLog{}
-		es[i] = newElector(t, dialClient(t, eps, grpc.WithChainStreamInterceptor(logs[i].stream)), name, fmt.Sprintf("c%d", i))
+		logs[i] = &watchLog{}
+		es[i] = newElector(t, watchedClient(t, eps, logs[i]), name, fmt.Sprintf("c%d", i))
 	}
 	first, err := es[0].Campaign(ctx)
 	if err != nil {
@@ -497,72 +497,6 @@ func resignTo(ctx context.Context, t *testing.T, from *etcd.Elector, to <-chan r
 		t.Fatalf("token %d after %d", r.t.Token(), prev.Token())
 	}
 	return r.t
-}
-
-// watchIDLog logs what a client's watch stream delivers, by watch: the
-// key each watch was created on, and its events' keys.
-type watchIDLog struct {
-	mu     sync.Mutex
-	starts map[int64]string
-	events map[int64][]string
-}
-
-func (l *watchIDLog) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	s, err := streamer(ctx, desc, cc, method, opts...)
-	if err != nil || method != methodWatch {
-		return s, err
-	}
-	return &idLoggedStream{ClientStream: s, l: l}, nil
-}
-
-type idLoggedStream struct {
-	grpc.ClientStream
-	l *watchIDLog
-}
-
-func (s *idLoggedStream) SendMsg(m any) error {
-	if r, ok := m.(*pb.WatchRequest); ok {
-		if c := r.GetCreateRequest(); c != nil {
-			s.l.mu.Lock()
-			if s.l.starts == nil {
-				s.l.starts, s.l.events = map[int64]string{}, map[int64][]string{}
-			}
-			s.l.starts[c.WatchId] = string(c.Key)
-			s.l.mu.Unlock()
-		}
-	}
-	return s.ClientStream.SendMsg(m)
-}
-
-func (s *idLoggedStream) RecvMsg(m any) error {
-	err := s.ClientStream.RecvMsg(m)
-	if r, ok := m.(*pb.WatchResponse); ok && err == nil && len(r.Events) > 0 {
-		s.l.mu.Lock()
-		for _, ev := range r.Events {
-			s.l.events[r.WatchId] = append(s.l.events[r.WatchId], string(ev.Kv.Key))
-		}
-		s.l.mu.Unlock()
-	}
-	return err
-}
-
-// eventsOf returns the keys of the events delivered to the watches
-// created on key, in the order they came.
-func (l *watchIDLog) eventsOf(key string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var ids []int64
-	for id, k := range l.starts {
-		if k == key {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	var out []string
-	for _, id := range ids {
-		out = append(out, l.events[id]...)
-	}
-	return out
 }
 
 // A waiter whose key sorts just behind the leader's, with another waiter

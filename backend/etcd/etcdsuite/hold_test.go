@@ -186,11 +186,14 @@ func loggedClient(t *testing.T, eps []string, l *txnLog) *clientv3.Client {
 const methodWatch = "/etcdserverpb.Watch/Watch"
 
 // watchLog records what a client's watch streams receive: how many
-// watches were created, and the keys of the events delivered.
+// watches were created, the keys of the events delivered, and, by watch,
+// the key each was created on and its events' keys.
 type watchLog struct {
 	mu      sync.Mutex
 	created int
 	keys    []string
+	starts  map[int64]string   // watch ID → the key it was created on
+	events  map[int64][]string // watch ID → its events' keys
 }
 
 func (l *watchLog) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -206,6 +209,20 @@ type loggedStream struct {
 	l *watchLog
 }
 
+func (s *loggedStream) SendMsg(m any) error {
+	if r, ok := m.(*pb.WatchRequest); ok {
+		if c := r.GetCreateRequest(); c != nil {
+			s.l.mu.Lock()
+			if s.l.starts == nil {
+				s.l.starts, s.l.events = map[int64]string{}, map[int64][]string{}
+			}
+			s.l.starts[c.WatchId] = string(c.Key)
+			s.l.mu.Unlock()
+		}
+	}
+	return s.ClientStream.SendMsg(m)
+}
+
 func (s *loggedStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	if r, ok := m.(*pb.WatchResponse); ok && err == nil {
@@ -215,10 +232,32 @@ func (s *loggedStream) RecvMsg(m any) error {
 		}
 		for _, ev := range r.Events {
 			s.l.keys = append(s.l.keys, string(ev.Kv.Key))
+			if s.l.events != nil {
+				s.l.events[r.WatchId] = append(s.l.events[r.WatchId], string(ev.Kv.Key))
+			}
 		}
 		s.l.mu.Unlock()
 	}
 	return err
+}
+
+// eventsOf returns the keys of the events delivered to the watches
+// created on key, in the order they came.
+func (l *watchLog) eventsOf(key string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ids []int64
+	for id, k := range l.starts {
+		if k == key {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	var out []string
+	for _, id := range ids {
+		out = append(out, l.events[id]...)
+	}
+	return out
 }
 
 // state returns how many watches were created and the events' keys.
