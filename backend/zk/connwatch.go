@@ -1,8 +1,10 @@
 package zk
 
 import (
+	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gozk "github.com/go-zookeeper/zk"
@@ -20,7 +22,13 @@ import (
 //   - one heartbeat tick, every shortest heartbeat interval of its
 //     leaders, on which they all beat; the heartbeats of one tick go out
 //     together, as one multi of every leader's check (each leader's own
-//     node at its own version, as a lone heartbeat checks it).
+//     node at its own version, as a lone heartbeat checks it);
+//   - the last confirmation of its session through the ensemble's
+//     leader: a heartbeat multi that succeeded, or a sync sent on each
+//     tick while a candidate on it is next in line (watchNext), whose
+//     send time a hand-over's successor counts its Term from
+//     (takeHandover), so that no round trip to the ensemble's leader is
+//     left on the handover's path.
 type connWatch struct {
 	conn      *gozk.Conn
 	users     int                   // leaders using it (guarded by connWatches.mu)
@@ -32,6 +40,17 @@ type connWatch struct {
 	tick     chan struct{} // closed at the next heartbeat tick, then replaced
 	interval time.Duration // the shortest heartbeat interval of its leaders
 	next     *beatBatch    // the heartbeats not sent yet
+
+	nexts atomic.Int32 // candidates next in line on it (watchNext)
+	// The last confirmation of session confSid: a request sent at
+	// confAt that the ensemble's leader checked the session for and
+	// answered. syncing is closed when the sync in flight (sent at
+	// syncSent for session syncSid) is answered; nil when none is.
+	confSid  int64
+	confAt   time.Time
+	syncing  chan struct{}
+	syncSid  int64
+	syncSent time.Time
 }
 
 // beatBatch is the heartbeats of one tick: one multi (or one per
@@ -82,6 +101,101 @@ func watchConn(conn *gozk.Conn, interval time.Duration) *connWatch {
 	w.intervals[interval]++
 	w.setInterval()
 	return w
+}
+
+// watchNext returns conn's watch for a candidate next in line, whose
+// predecessor may hand over to it: while it is registered the watch
+// syncs through the ensemble's leader on each tick (at least every
+// interval), and at once if no confirmation is fresh. Pair with
+// releaseNext.
+func watchNext(conn *gozk.Conn, interval time.Duration) *connWatch {
+	w := watchConn(conn, interval)
+	w.nexts.Add(1)
+	if at, wait := w.confirmation(conn.SessionID(), clock.Now().Add(-interval)); at.IsZero() && wait == nil {
+		w.startSync()
+	}
+	return w
+}
+
+// releaseNext ends a watchNext.
+func (w *connWatch) releaseNext(interval time.Duration) {
+	w.nexts.Add(-1)
+	w.release(interval)
+}
+
+// confirmation returns the send time of the last confirmation of session
+// sid if it was sent after notBefore; else, if a sync sent after
+// notBefore is in flight, a channel closed at its answer (then ask
+// again); else neither.
+func (w *connWatch) confirmation(sid int64, notBefore time.Time) (time.Time, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case sid == 0:
+	case w.confSid == sid && w.confAt.After(notBefore):
+		return w.confAt, nil
+	case w.syncing != nil && w.syncSid == sid && w.syncSent.After(notBefore):
+		return time.Time{}, w.syncing
+	}
+	return time.Time{}, nil
+}
+
+// confirmed waits (until ctx ends) for a confirmation of session sid
+// sent after notBefore, a sync in flight included, and returns its send
+// time, or the zero time if there is none.
+func (w *connWatch) confirmed(ctx context.Context, sid int64, notBefore time.Time) time.Time {
+	at, wait := w.confirmation(sid, notBefore)
+	if wait == nil {
+		return at
+	}
+	select {
+	case <-wait:
+	case <-ctx.Done():
+		return time.Time{}
+	}
+	at, _ = w.confirmation(sid, notBefore)
+	return at
+}
+
+// confirm records a confirmation of session sid sent at sent, unless the
+// session changed since.
+func (w *connWatch) confirm(sid int64, sent time.Time) {
+	if sid == 0 || w.conn.SessionID() != sid {
+		return
+	}
+	w.mu.Lock()
+	if w.confSid != sid || sent.After(w.confAt) {
+		w.confSid, w.confAt = sid, sent
+	}
+	w.mu.Unlock()
+}
+
+// startSync sends a sync, unless one is in flight: the server forwards it
+// to the ensemble's leader, which answers only while the session lives.
+func (w *connWatch) startSync() {
+	sid := w.conn.SessionID()
+	if sid == 0 {
+		return
+	}
+	w.mu.Lock()
+	if w.syncing != nil {
+		w.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	w.syncing, w.syncSid, w.syncSent = done, sid, clock.Now()
+	sent := w.syncSent
+	w.mu.Unlock()
+	go func() {
+		_, err := w.conn.Sync("/")
+		if err == nil {
+			w.confirm(sid, sent)
+		}
+		w.mu.Lock()
+		w.syncing = nil
+		w.mu.Unlock()
+		close(done)
+	}()
 }
 
 // release ends one user's use of w; the last stops it.
@@ -142,12 +256,17 @@ func (w *connWatch) loop(st gozk.State, sid int64) {
 			close(w.changed)
 			w.changed = make(chan struct{})
 		}
+		ticked := false
 		if w.interval > 0 && clock.Since(last) >= w.interval-statePoll/2 {
 			last = clock.Now()
 			close(w.tick)
 			w.tick = make(chan struct{})
+			ticked = true
 		}
 		w.mu.Unlock()
+		if ticked && w.nexts.Load() > 0 {
+			w.startSync()
+		}
 	}
 }
 
@@ -181,6 +300,7 @@ func (w *connWatch) send(b *beatBatch) {
 	b.sent = clock.Now()
 	reqs := b.reqs
 	w.mu.Unlock()
+	sid := w.conn.SessionID()
 	b.errs = make([]error, len(reqs))
 	for lo := 0; lo < len(reqs); lo += maxBeatOps {
 		chunk := reqs[lo:min(lo+maxBeatOps, len(reqs))]
@@ -189,6 +309,9 @@ func (w *connWatch) send(b *beatBatch) {
 			ops[j] = r
 		}
 		res, err := w.conn.Multi(ops...)
+		if err == nil {
+			w.confirm(sid, b.sent) // the leader checked the session
+		}
 		for j := range chunk {
 			switch {
 			case err == nil:

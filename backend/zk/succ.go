@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	gozk "github.com/go-zookeeper/zk"
 
@@ -32,10 +33,12 @@ import (
 // a listing) it reads _l and its own node, and syncs through the
 // ensemble's leader, all at once (takeHandover): a persistent _l naming
 // its node says that it leads, and the sync's send time is what its Term
-// counts from. That is one round trip to the ensemble's leader after the
-// event, with no write, where Curator's LeaderLatch lists the children
-// once; the claim of the leadership, a write through the quorum, is left
-// out of the handover's path. Nobody else is woken: the multi touches no
+// counts from. A successor that waited next in line had its connection
+// confirm its session all along (watchNext: a sync each tick, or its
+// leaders' heartbeats): the last confirmation stands for the sync, and
+// the handover's path is the two reads, answered by its own server, as
+// Curator's LeaderLatch lists the children once. The claim of the
+// leadership, a write through the quorum, is left out of the path. Nobody else is woken: the multi touches no
 // node another waiter watches (P9).
 //
 // A persistent _l is valid while the candidate node it names exists: the
@@ -198,14 +201,19 @@ func (e *Elector) handOverOps(p pend) []any {
 // the ensemble's leader, which refuses it unless c's session is alive: the
 // Term counts from the sync's send time, as a heartbeat's (a server cut
 // off from the leader may still answer reads, for a session the leader
-// has expired). It returns nil, nil otherwise (c goes on as before: it
-// claims or lists).
-func (e *Elector) takeHandover(ctx context.Context, c *candidacy) (*election.Term, error) {
+// has expired). With nw (c waited next in line, watchNext), a
+// confirmation of the session its connection made since half a window
+// ago stands for the sync, and the Term counts from its send time: the
+// reads alone are on the path, both answered by c's own server, as
+// Curator's listing is. It returns nil, nil otherwise (c goes on as
+// before: it claims or lists).
+func (e *Elector) takeHandover(ctx context.Context, c *candidacy, nw *connWatch) (*election.Term, error) {
 	type reads struct {
 		data          []byte
 		st, own       *gozk.Stat
 		found         bool
 		err, oe, serr error
+		confirmed     time.Time // a confirmation already made, sent then, which stands for the sync
 	}
 	r := new(reads)
 	if e.lostSeen != nil {
@@ -213,10 +221,29 @@ func (e *Elector) takeHandover(ctx context.Context, c *candidacy) (*election.Ter
 	}
 	sid := e.conn.SessionID()
 	sent := clock.Now()
+	// A confirmation of the session made since half a window ago (a
+	// heartbeat of a leader on the connection, or a sync of watchNext's,
+	// one in flight included) stands for the sync: the Term counts from
+	// its send time, at least half a window before its deadline, and the
+	// first heartbeat comes within a third.
+	var notBefore time.Time
+	if nw != nil {
+		if o, err := e.resolveTTL(c.session); err == nil {
+			notBefore = sent.Add(-o.Window() / 2)
+		}
+	}
 	e.reads.Add(1)
 	if derr := e.do(ctx, e.closing, func() {
 		var wg sync.WaitGroup
-		wg.Go(func() { _, r.serr = e.conn.Sync(e.path) })
+		wg.Go(func() {
+			if !notBefore.IsZero() {
+				if at := nw.confirmed(ctx, sid, notBefore); !at.IsZero() {
+					r.confirmed = at
+					return
+				}
+			}
+			_, r.serr = e.conn.Sync(e.path)
+		})
 		wg.Go(func() { r.found, r.own, r.oe = e.conn.Exists(c.node) })
 		r.data, r.st, r.err = e.conn.Get(e.path + "/" + leaderName)
 		wg.Wait()
@@ -243,6 +270,10 @@ func (e *Elector) takeHandover(ctx context.Context, c *candidacy) (*election.Ter
 	c.handed = true
 	c.leader.Token = uint64(r.st.Czxid)
 	e.mu.Unlock()
+	if !r.confirmed.IsZero() {
+		sent = r.confirmed
+		e.confirmedTakes.Add(1)
+	}
 	return e.begin(ctx, c, sent, nil)
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	gozk "github.com/go-zookeeper/zk"
 
@@ -29,6 +30,9 @@ func TestReleaseHandsOver(t *testing.T) {
 	r := await(t, rb, patience, "b")
 	if r.err != nil {
 		t.Fatal(r.err)
+	}
+	if n := zk.ConfirmedTakes(b); n != 1 {
+		t.Errorf("b took %d hand-overs on a confirmation already made; want 1 (it waited next in line, a's heartbeats on its connection)", n)
 	}
 	if r.t.Token() <= ta.Token() {
 		t.Fatalf("b's token %d not above a's %d", r.t.Token(), ta.Token())
@@ -76,6 +80,9 @@ func TestReleaseHandsOver(t *testing.T) {
 	}
 	if d := zk.Claims(c) - claimsC; d != 0 {
 		t.Errorf("c sent %d claims; want 0 (b's release handed over)", d)
+	}
+	if n := zk.ConfirmedTakes(c); n != 0 {
+		t.Errorf("c took %d hand-overs on a confirmation already made; want 0 (it never waited next in line: it syncs)", n)
 	}
 	if err := r.t.Err(); !errors.Is(err, election.ErrResigned) {
 		t.Errorf("b's Term ended with %v", err)
@@ -185,6 +192,48 @@ func threeQueued(t *testing.T, conn, bconn *gozk.Conn) queued3 {
 	eventually(t, "c queued", func() bool { return len(cands(t, conn, q.path)) == 3 })
 	eventually(t, "a knowing its successor", func() bool { return zk.Successor(q.a) != "" })
 	return q
+}
+
+// A successor alone on its connection, next in line: the connection's
+// syncs (watchNext) keep its session confirmed, and the hand-over is
+// taken on the last of them: one read after the event, no claim, no sync
+// on the path, and a Term counted from a send time before the release.
+func TestHandoverOnAConfirmedSession(t *testing.T) {
+	conn, bconn := newConn(t), newConn(t)
+	q := threeQueued(t, conn, bconn)
+	a, b, rb := q.a, q.b, q.rb
+	eventually(t, "b watching", func() bool { return zk.Reads(b) >= 3 })
+	readsB, claimsB := zk.Reads(b), zk.Claims(b)
+	before := time.Now()
+	if err := a.Resign(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb, patience, "b")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.t.Token() <= q.ta.Token() {
+		t.Fatalf("b's token %d not above a's %d", r.t.Token(), q.ta.Token())
+	}
+	if d := zk.Reads(b) - readsB; d != 1 {
+		t.Errorf("b made %d reads from a's release to its lead; want 1", d)
+	}
+	if d := zk.Claims(b) - claimsB; d != 0 {
+		t.Errorf("b sent %d claims; want 0", d)
+	}
+	if n := zk.ConfirmedTakes(b); n != 1 {
+		t.Fatalf("b took %d hand-overs on a confirmation already made; want 1", n)
+	}
+	// The Term counts from the confirmation, sent while b waited.
+	if d := r.t.Deadline(); !d.Before(before.Add(r.t.Window())) {
+		t.Errorf("b's deadline %v is not before the release's start + the window (%v): its Term does not count from an earlier confirmation", d, before.Add(r.t.Window()))
+	}
+	// Its heartbeats carry the Term on.
+	deadline := r.t.Deadline()
+	eventually(t, "b's Term renewed", func() bool { return r.t.Deadline().After(deadline) })
+	if err := r.t.Err(); err != nil {
+		t.Fatalf("b's Term ended: %v", err)
+	}
 }
 
 // A persistent node named like a candidate's, behind the leader: it never

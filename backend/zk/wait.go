@@ -43,9 +43,30 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 	next := hintNone       // what the last wait saw
 	rewatch := ""          // watch this node again, next in line, without listing
 	handed := false        // what c watched went: a release may have handed over to c (takeHandover)
+	// nw: c's registration as next in line (watchNext) while it waits
+	// just behind the head, which may hand over to it: its connection
+	// keeps its session confirmed, so that a hand-over's Term counts from
+	// a confirmation already made.
+	var nw *connWatch
+	nwInterval := time.Duration(0)
+	defer func() {
+		if nw != nil {
+			nw.releaseNext(nwInterval)
+		}
+	}()
 	// awaitPred waits on pred, the candidate node just ahead of c, and
 	// sets next or rewatch from what it saw.
 	awaitPred := func(pred string, inLine bool) error {
+		switch {
+		case inLine && nw == nil && e.handsOver():
+			if o, err := e.resolveTTL(c.session); err == nil {
+				nwInterval = o.Window() / 3
+				nw = watchNext(e.conn, nwInterval)
+			}
+		case !inLine && nw != nil:
+			nw.releaseNext(nwInterval)
+			nw = nil
+		}
 		gone, changed, persistent, woken, err := e.waitGone(ctx, c, pred, &wake)
 		if err != nil {
 			return err
@@ -84,7 +105,7 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 		}
 		if handed {
 			handed = false
-			t, err := e.takeHandover(ctx, c)
+			t, err := e.takeHandover(ctx, c, nw)
 			if t != nil || err != nil {
 				return t, err
 			}
@@ -140,7 +161,7 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 		if slices.Contains(v.leads, leadName(c.guid)) {
 			// c's leadership node: a release handed over to c, which
 			// the event it woke on did not show (it listed instead).
-			t, err := e.takeHandover(ctx, c)
+			t, err := e.takeHandover(ctx, c, nw)
 			if t != nil || err != nil {
 				return t, err
 			}

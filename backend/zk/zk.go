@@ -44,13 +44,16 @@ type Elector struct {
 	closing <-chan struct{} // gate.Closing()
 	bg      context.Context // canceled by Close
 	stopBg  context.CancelFunc
-	wg      sync.WaitGroup  // goroutines Close waits for
-	io      sync.WaitGroup  // goroutines running a ZooKeeper request
-	ioMu    sync.Mutex      // orders io.Add before Close's io.Wait
-	ioShut  bool            // Close waits for io: no new request may start
-	reads   atomic.Int64    // children listings and watches set while waiting (P9)
-	claims  atomic.Int64    // claims sent (the multi that takes the leadership)
-	retries lograte.Limiter // log lines of retried errors
+	wg      sync.WaitGroup // goroutines Close waits for
+	io      sync.WaitGroup // goroutines running a ZooKeeper request
+	ioMu    sync.Mutex     // orders io.Add before Close's io.Wait
+	ioShut  bool           // Close waits for io: no new request may start
+	reads   atomic.Int64   // children listings and watches set while waiting (P9)
+	claims  atomic.Int64   // claims sent (the multi that takes the leadership)
+	// confirmedTakes: hand-overs taken on a confirmation of the session
+	// already made (watchNext), with no sync on their path.
+	confirmedTakes atomic.Int64
+	retries        lograte.Limiter // log lines of retried errors
 
 	mu      sync.Mutex
 	closed  bool
