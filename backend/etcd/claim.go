@@ -11,6 +11,7 @@ import (
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend"
 	"github.com/electkit/election/internal/clock"
+	"github.com/electkit/election/internal/record"
 )
 
 // This file holds the claim of the leadership: the transaction that
@@ -36,9 +37,9 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		e.lay.noLeader(),
 		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
-		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer()), "=", 0),
 	}
-	if f.w != nil && (f.w.end == e.lay.leadEnd || f.w.end == after(e.lay.transfer)) {
+	if f.w != nil && (f.w.end == e.lay.leadEnd() || f.w.end == after(e.lay.transfer())) {
 		// c watched up to the leader key: it heads the queue, or the key
 		// ahead did and has gone (a handover). Nothing is expected above,
 		// so one Compare over the rest of the queue checks it (a range
@@ -46,7 +47,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		// the Else reads only the first window (a write carries every
 		// branch, and etcd logs slow ones whole).
 		resp, err := e.commit(c.ctx, true, newTxn().
-			If(append(ownCmps, emptyIn(f.from, e.lay.queueEnd))...).
+			If(append(ownCmps, emptyIn(f.from, e.lay.queueEnd()))...).
 			Then(put).
 			Else(e.nearOps(c, f.from)...))
 		if err != nil {
@@ -92,7 +93,13 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 // leaderPut creates the leader key for c (in a transaction that checks
 // it is absent).
 func (e *Elector) leaderPut(c *candidacy) clientv3.Op {
-	return clientv3.OpPut(c.lkey, c.leaderRec, clientv3.WithLease(c.s.lease))
+	return clientv3.OpPut(c.lkey, e.leaderRec(c), clientv3.WithLease(c.s.lease))
+}
+
+// leaderRec is the leader key's value as c creates it. It is made when a
+// request needs it rather than kept with each candidacy.
+func (e *Elector) leaderRec(c *candidacy) string {
+	return string(record.EncodeLeader(e.o, e.o.Value, c.key))
 }
 
 // renewed returns the send time of the session's last confirmed renewal,
@@ -142,7 +149,7 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	e.mu.Unlock()
 	// The leader key and transfer requests, and the queue below c: its
 	// successor (succ.go).
-	f.watchRange(e.lay.queue, after(e.lay.request), "", token+1)
+	f.watchRange(e.lay.queue(), after(e.lay.request()), "", token+1)
 	c.watched.Store(f.w.created)
 	// Opening the watch can take a while (with a user name, a new watch
 	// stream logs in first, a bcrypt check on a loaded member): the Term
@@ -175,7 +182,7 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	c.lc = lc
 	e.terms.Add(lc)
 	e.saw(leader.Token)
-	close(c.elected)
+	c.settle()
 	e.wg.Add(1)
 	e.mu.Unlock()
 	go e.renewLoop(c, lc)

@@ -77,13 +77,12 @@ type Elector struct {
 //     releaseWithin is bounded by one lease window;
 //   - forget: drop its ended Term from e.terms once the hooks are done.
 type candidacy struct {
-	s         *Session
-	key       string // the queue key
-	rev       int64  // the queue key's create revision (0 until known)
-	leaderRec string // the leader key's value as the candidacy would create it
-	seq       int64  // the arrival its queue key is named for
-	lkey      string // the leadership key it creates when it claims, or a hand-over creates for it (guarded by Elector.mu once queued)
-	next      nextUp // while it leads: a candidate of an earlier version that reserved after it, as its watch saw (guarded by Elector.mu)
+	s    *Session
+	key  string // the queue key
+	rev  int64  // the queue key's create revision (0 until known)
+	seq  int64  // the arrival its queue key is named for
+	lkey string // the leadership key it creates when it claims, or a hand-over creates for it (guarded by Elector.mu once queued)
+	next nextUp // while it leads: a candidate of an earlier version that reserved after it, as its watch saw (guarded by Elector.mu)
 	// succ: while it leads, the queue key just below its own (its
 	// successor, succ.go), or nil if unknown (guarded by Elector.mu).
 	succ   *mvccpb.KeyValue
@@ -98,7 +97,11 @@ type candidacy struct {
 	watched  atomic.Bool     // the candidacy's watch covers its keys without a gap (see wait.go)
 	waiting  atomic.Bool     // it waits on a live watch (follower.wait): its reads are done until the watch fires
 	retries  lograte.Limiter // log lines of retried errors
-	elected  chan struct{}   // closed once lc is set
+	// settled is closed once lc is set, and when c halts or is lost:
+	// what Campaign waits on (one channel rather than three, each a
+	// parked select case for every waiting Campaign).
+	settled    chan struct{}
+	settleOnce sync.Once
 	lc       *backend.LeaseClock
 	token    int64 // the leader key's create revision once leading (guarded by Elector.mu)
 	keyGone  bool  // its keys were deleted; only a private lease is left to revoke (guarded by Elector.mu)
@@ -127,18 +130,24 @@ func (c *candidacy) whenHalted(f func()) (forget func()) {
 	return func() {
 		c.hookMu.Lock()
 		defer c.hookMu.Unlock()
-		for i, x := range c.hooks {
-			if x == h {
-				c.hooks = append(c.hooks[:i], c.hooks[i+1:]...)
-				return
+		if i := slices.Index(c.hooks, h); i >= 0 {
+			// slices.Delete clears the freed slot: the backing array
+			// keeps no func (and what it holds) alive.
+			c.hooks = slices.Delete(c.hooks, i, i+1)
+			if len(c.hooks) == 0 {
+				c.hooks = nil
 			}
 		}
 	}
 }
 
+// settle closes c.settled, once.
+func (c *candidacy) settle() { c.settleOnce.Do(func() { close(c.settled) }) }
+
 func (c *candidacy) halt() {
 	c.stopOnce.Do(func() {
 		close(c.stop)
+		c.settle()
 		if c.cancel != nil {
 			c.cancel()
 		}
@@ -255,18 +264,22 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	if err != nil {
 		return nil, err
 	}
+	settled := false
 	select {
-	case <-c.elected:
-		e.mu.Lock()
-		t := c.lc.Term()
-		e.mu.Unlock()
-		if t.Err() == nil {
-			return t, nil
-		}
+	case <-c.settled: // elected, stopped or lost
+		settled = true
 	case <-ctx.Done():
 	case <-e.closing:
-	case <-c.stop:
-	case <-c.lost:
+	}
+	if settled {
+		e.mu.Lock()
+		lc := c.lc
+		e.mu.Unlock()
+		if lc != nil {
+			if t := lc.Term(); t.Err() == nil {
+				return t, nil
+			}
+		}
 	}
 	err = e.interrupted(ctx, c)
 	if err == nil || errors.Is(err, election.ErrResigned) {
@@ -370,7 +383,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	// the read runs beside the grant.
 	var outranked *mvccpb.KeyValue
 	readArrival := func() (int64, bool, *mvccpb.KeyValue, error) {
-		resp, err := e.get(ctx, false, e.lay.leader, clientv3.WithRange(e.lay.leadEnd), clientv3.WithLimit(2))
+		resp, err := e.get(ctx, false, e.lay.leader(), clientv3.WithRange(e.lay.leadEnd()), clientv3.WithLimit(2))
 		if err != nil {
 			return 0, false, nil, err
 		}
@@ -421,8 +434,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	}
 	nonce := s.nonce.Add(1)
 	c := &candidacy{s: s, key: e.lay.queueKey(e.o.Priority, seq, s.lease, nonce),
-		stop: make(chan struct{}), lost: make(chan struct{}), elected: make(chan struct{})}
-	c.leaderRec = string(record.EncodeLeader(e.o, e.o.Value, c.key))
+		stop: make(chan struct{}), lost: make(chan struct{}), settled: make(chan struct{})}
 	c.leader = election.Leader{ID: e.o.ID, Value: e.o.Value, Priority: e.o.Priority}
 	// c.ctx is not a child of e.bg: the children map a context keeps
 	// would stay with each Elector for good, and a process may hold
@@ -497,7 +509,6 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		seq = at
 		c.key = e.lay.queueKey(e.o.Priority, seq, s.lease, nonce)
 		c.seq, c.lkey = seq, e.lay.leaderKey(seq, c.key)
-		c.leaderRec = string(record.EncodeLeader(e.o, e.o.Value, c.key))
 		from = past(c.key)
 		then = append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, e.createOps(from)...)
 		if r := outranked; r != nil {
@@ -507,7 +518,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		if lead {
 			put := e.leaderPut(c)
 			then = append(then, clientv3.OpTxn(
-				[]clientv3.Cmp{e.lay.noLeader(), clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0)},
+				[]clientv3.Cmp{e.lay.noLeader(), clientv3.Compare(clientv3.CreateRevision(e.lay.transfer()), "=", 0)},
 				[]clientv3.Op{e.lay.firstAndRest(from, put)},
 				nil))
 		}
@@ -518,7 +529,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	for {
 		resp, err := e.commit(ctx, false, newTxn().
 			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0),
-				emptyIn(e.lay.leaderAt(seq), after(c.lkey)), emptyIn(e.lay.leaderAt(seq+1), e.lay.leadEnd)).
+				emptyIn(e.lay.leaderAt(seq), after(c.lkey)), emptyIn(e.lay.leaderAt(seq+1), e.lay.leadEnd())).
 			Then(then...))
 		if err == nil && resp.Succeeded {
 			c.rev = resp.Header.Revision
@@ -710,6 +721,7 @@ func (e *Elector) lose(c *candidacy, err error) bool {
 	}
 	c.lostErr = err
 	close(c.lost)
+	c.settle()
 	lc := c.lc
 	mine := e.cand == c
 	if mine {
@@ -811,13 +823,13 @@ func (e *Elector) releaseTxn(c *candidacy) *txn {
 	if c.rev != 0 {
 		qcmp = clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)
 	}
-	lcmp := clientv3.Compare(clientv3.Value(lkey), "=", c.leaderRec) // a claim or reservation whose reply was lost, or a reservation
+	lcmp := clientv3.Compare(clientv3.Value(lkey), "=", e.leaderRec(c)) // a claim or reservation whose reply was lost, or a reservation
 	if token != 0 {
 		lcmp = clientv3.Compare(clientv3.CreateRevision(lkey), "=", token)
 	}
 	delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
 	// A hand-over to c that c did not take goes with it.
-	delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer)}, nil)
+	delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer()), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer())}, nil)
 	// c's hand-over mark, if a hand-over made one (markKey), goes
 	// with its queue key: its name is c's.
 	delM := clientv3.OpDelete(e.lay.markKey(c.key))
@@ -827,7 +839,7 @@ func (e *Elector) releaseTxn(c *candidacy) *txn {
 		// A hand-over to c that c did not take yet (handOver names
 		// the key by c's arrival, whatever c's claim was called)
 		// goes with it too.
-		delH := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(h), "=", c.leaderRec), clientv3.Compare(clientv3.LeaseValue(h), "=", c.s.lease)},
+		delH := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(h), "=", e.leaderRec(c)), clientv3.Compare(clientv3.LeaseValue(h), "=", c.s.lease)},
 			[]clientv3.Op{clientv3.OpDelete(h)}, nil)
 		then, orElse = append(then, delH), append(orElse, delH)
 	}

@@ -52,7 +52,7 @@ func (e *Elector) Fence(t *election.Term) (clientv3.Cmp, error) {
 		return clientv3.Cmp{}, fmt.Errorf("%w: %s ended: %w", election.ErrNotLeader, t, err)
 	}
 	// Over the leadership keys up to c's own: c's alone, at its token.
-	return clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", int64(t.Token())).WithRange(after(c.lkey)), nil
+	return clientv3.Compare(clientv3.CreateRevision(e.lay.leader()), "=", int64(t.Token())).WithRange(after(c.lkey)), nil
 }
 
 // FenceKey returns t's leadership key, the last key of the range Fence

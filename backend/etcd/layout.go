@@ -105,25 +105,36 @@ const (
 // directory: 32 hex digits of rank, "-", 16 of lease, "-", 8 of nonce.
 const queueKeyLen = 32 + 1 + 16 + 1 + 8
 
-// layout holds the keys of one election.
+// layout holds the keys of one election. Only the prefix is kept: the
+// other names are made when a request needs them, since a process may
+// hold an Elector (and so a layout) for each of thousands of elections.
 type layout struct {
-	prefix   string // N + "/"
-	leader   string // N/_l/: the leadership keys' directory
-	leadEnd  string // the end of its range: N/_l0
-	request  string // N/_r
-	transfer string // N/_t
-	queue    string // N/_c/
-	queueEnd string // the end of the queue's range: N/_c0
+	prefix string // N + "/"
 }
 
-func newLayout(name string) layout {
-	p := name + "/"
-	return layout{prefix: p, leader: p + leaderDir, leadEnd: p + leaderDir[:len(leaderDir)-1] + "0", request: p + requestName, transfer: p + transferName, queue: p + queueDir, queueEnd: p + queueDir[:len(queueDir)-1] + "0"}
-}
+func newLayout(name string) layout { return layout{prefix: name + "/"} }
+
+// leader is N/_l/: the leadership keys' directory.
+func (l layout) leader() string { return l.prefix + leaderDir }
+
+// leadEnd is the end of its range: N/_l0.
+func (l layout) leadEnd() string { return l.prefix + leaderDir[:len(leaderDir)-1] + "0" }
+
+// request is N/_r.
+func (l layout) request() string { return l.prefix + requestName }
+
+// transfer is N/_t.
+func (l layout) transfer() string { return l.prefix + transferName }
+
+// queue is N/_c/: the queue's directory.
+func (l layout) queue() string { return l.prefix + queueDir }
+
+// queueEnd is the end of the queue's range: N/_c0.
+func (l layout) queueEnd() string { return l.prefix + queueDir[:len(queueDir)-1] + "0" }
 
 // queueKey names a candidacy's queue key.
 func (l layout) queueKey(priority, seq int64, lease clientv3.LeaseID, nonce uint32) string {
-	return fmt.Sprintf("%s%016x%016x-%016x-%08x", l.queue, uint64(priority)^(1<<63), ^uint64(seq), uint64(lease), nonce)
+	return fmt.Sprintf("%s%016x%016x-%016x-%08x", l.queue(), uint64(priority)^(1<<63), ^uint64(seq), uint64(lease), nonce)
 }
 
 // leaderKey names the leadership key of the candidacy whose queue key is
@@ -131,25 +142,25 @@ func (l layout) queueKey(priority, seq int64, lease clientv3.LeaseID, nonce uint
 // sort in the order they were created, as long as each is named with a
 // revision at or above the create revision of every one that exists then.
 func (l layout) leaderKey(rev int64, qkey string) string {
-	return fmt.Sprintf("%s%016x%s", l.leader, uint64(rev), qkey[len(l.queue)+32:])
+	return fmt.Sprintf("%s%016x%s", l.leader(), uint64(rev), qkey[len(l.queue())+32:])
 }
 
 // leaderAt is the first name a leadership key named for revision rev can
 // have: every leadership key named for rev or later sorts at or after it.
 func (l layout) leaderAt(rev int64) string {
-	return fmt.Sprintf("%s%016x", l.leader, uint64(rev))
+	return fmt.Sprintf("%s%016x", l.leader(), uint64(rev))
 }
 
 // leaderLease returns the lease a leadership key's name carries, or an
 // error saying why key is not a leadership key of this layout.
 func (l layout) leaderLease(key string) (int64, error) {
-	s, ok := strings.CutPrefix(key, l.leader)
+	s, ok := strings.CutPrefix(key, l.leader())
 	if !ok || len(s) != 16+1+16+1+8 || s[16] != '-' || s[33] != '-' {
-		return 0, fmt.Errorf("name is not %s<16 hex>-<16 hex lease>-<8 hex nonce>", l.leader)
+		return 0, fmt.Errorf("name is not %s<16 hex>-<16 hex lease>-<8 hex nonce>", l.leader())
 	}
 	for _, part := range []string{s[:16], s[17:33], s[34:]} {
 		if _, err := strconv.ParseUint(part, 16, 64); err != nil || part != strings.ToLower(part) {
-			return 0, fmt.Errorf("name is not %s<16 hex>-<16 hex lease>-<8 hex nonce>", l.leader)
+			return 0, fmt.Errorf("name is not %s<16 hex>-<16 hex lease>-<8 hex nonce>", l.leader())
 		}
 	}
 	id, _ := strconv.ParseUint(s[17:33], 16, 64)
@@ -165,7 +176,7 @@ func (l layout) handedKey(qkey string) (string, error) {
 	if _, err := l.queueLease(qkey); err != nil {
 		return "", err
 	}
-	s := qkey[len(l.queue):]
+	s := qkey[len(l.queue()):]
 	arrival, _ := strconv.ParseUint(s[16:32], 16, 64) // checked by queueLease
 	return l.leaderKey(int64(^arrival), qkey), nil
 }
@@ -173,22 +184,22 @@ func (l layout) handedKey(qkey string) (string, error) {
 // leadersOp reads the first two leadership keys: the leader's, then any
 // after it (a reservation of an earlier version of this package).
 func (l layout) leadersOp(o ...clientv3.OpOption) clientv3.Op {
-	return clientv3.OpGet(l.leader, append([]clientv3.OpOption{clientv3.WithRange(l.leadEnd), clientv3.WithLimit(2)}, o...)...)
+	return clientv3.OpGet(l.leader(), append([]clientv3.OpOption{clientv3.WithRange(l.leadEnd()), clientv3.WithLimit(2)}, o...)...)
 }
 
 // noLeader is a Compare that holds when no leadership key exists.
-func (l layout) noLeader() clientv3.Cmp { return emptyIn(l.leader, l.leadEnd) }
+func (l layout) noLeader() clientv3.Cmp { return emptyIn(l.leader(), l.leadEnd()) }
 
 // queueLease returns the lease a queue key's name carries, or an error
 // saying why key is not a queue key of this layout.
 func (l layout) queueLease(key string) (int64, error) {
-	s, ok := strings.CutPrefix(key, l.queue)
+	s, ok := strings.CutPrefix(key, l.queue())
 	if !ok || len(s) != queueKeyLen || s[32] != '-' || s[49] != '-' {
-		return 0, fmt.Errorf("name is not %s<32 hex>-<16 hex lease>-<8 hex nonce>", l.queue)
+		return 0, fmt.Errorf("name is not %s<32 hex>-<16 hex lease>-<8 hex nonce>", l.queue())
 	}
 	for _, part := range []string{s[:16], s[16:32], s[33:49], s[50:]} {
 		if _, err := strconv.ParseUint(part, 16, 64); err != nil || part != strings.ToLower(part) {
-			return 0, fmt.Errorf("name is not %s<32 hex>-<16 hex lease>-<8 hex nonce>", l.queue)
+			return 0, fmt.Errorf("name is not %s<32 hex>-<16 hex lease>-<8 hex nonce>", l.queue())
 		}
 	}
 	id, _ := strconv.ParseUint(s[33:49], 16, 64)
@@ -197,7 +208,7 @@ func (l layout) queueLease(key string) (int64, error) {
 
 // queuePriority returns the priority a queue key's name carries.
 func (l layout) queuePriority(key string) (int64, bool) {
-	s, ok := strings.CutPrefix(key, l.queue)
+	s, ok := strings.CutPrefix(key, l.queue())
 	if !ok || len(s) < 16 {
 		return 0, false
 	}
@@ -324,7 +335,7 @@ func (l layout) decodeLeader(kv *mvccpb.KeyValue, floor uint64) (election.Leader
 	if lease != kv.Lease {
 		return election.Leader{}, "", fmt.Errorf("names queue key %s of lease %016x, but holds lease %016x", key, uint64(lease), uint64(kv.Lease))
 	}
-	if string(kv.Key)[len(l.leader)+16:] != key[len(l.queue)+32:] {
+	if string(kv.Key)[len(l.leader())+16:] != key[len(l.queue())+32:] {
 		return election.Leader{}, "", fmt.Errorf("names queue key %s, whose lease and nonce its name does not carry", key)
 	}
 	ld.Token = uint64(kv.CreateRevision)
@@ -407,7 +418,7 @@ func (l layout) firstWindow(from string) string {
 // 32 hex digits after the queue's directory, as 128 bits (hi, lo). ok is
 // false for a key whose name does not carry one.
 func (l layout) rank(key string) (hi, lo uint64, ok bool) {
-	s, ok := strings.CutPrefix(key, l.queue)
+	s, ok := strings.CutPrefix(key, l.queue())
 	if !ok || len(s) < 32 {
 		return 0, 0, false
 	}
@@ -421,7 +432,7 @@ func (l layout) rank(key string) (hi, lo uint64, ok bool) {
 func (l layout) windowEnds(from string, n int) []string {
 	hi, lo, ok := l.rank(from)
 	if !ok {
-		return []string{l.queueEnd}
+		return []string{l.queueEnd()}
 	}
 	var ends []string
 	carried := false // an arrival window reached past the last arrival of from's priority
@@ -449,9 +460,9 @@ func (l layout) windowEnds(from string, n int) []string {
 				break
 			}
 		}
-		ends = append(ends, fmt.Sprintf("%s%016x%016x", l.queue, h, lw))
+		ends = append(ends, fmt.Sprintf("%s%016x%016x", l.queue(), h, lw))
 	}
-	return append(ends, l.queueEnd)
+	return append(ends, l.queueEnd())
 }
 
 // emptyIn is a Compare that holds when no key lies in [lo, hi).
@@ -490,10 +501,10 @@ func (l layout) nested(from string, then func() []clientv3.Op, orElse func(lo, h
 // in line not yet there) reads the keys above it once, values and all.
 func (l layout) firstAndRest(from string, then clientv3.Op) clientv3.Op {
 	first := l.firstWindow(from)
-	if first == l.queueEnd {
+	if first == l.queueEnd() {
 		return clientv3.OpTxn([]clientv3.Cmp{emptyIn(from, first)}, []clientv3.Op{then}, nil)
 	}
-	rest := clientv3.OpTxn([]clientv3.Cmp{emptyIn(first, l.queueEnd)}, []clientv3.Op{then}, nil)
+	rest := clientv3.OpTxn([]clientv3.Cmp{emptyIn(first, l.queueEnd())}, []clientv3.Op{then}, nil)
 	return clientv3.OpTxn([]clientv3.Cmp{emptyIn(from, first)}, []clientv3.Op{rest}, nil)
 }
 

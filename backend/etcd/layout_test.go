@@ -33,21 +33,21 @@ func TestQueueKeyOrder(t *testing.T) {
 		t.Errorf("served in key order %q, want %q", got, want)
 	}
 	for _, k := range want {
-		if !strings.HasPrefix(k, l.queue) || k >= l.queueEnd {
-			t.Errorf("%q outside the queue's range [%q, %q)", k, l.queue, l.queueEnd)
+		if !strings.HasPrefix(k, l.queue()) || k >= l.queueEnd() {
+			t.Errorf("%q outside the queue's range [%q, %q)", k, l.queue(), l.queueEnd())
 		}
 		if _, err := l.queueLease(k); err != nil {
 			t.Errorf("queueLease(%q): %v", k, err)
 		}
 	}
-	if lk := l.leaderKey(3, want[0]); !strings.HasPrefix(lk, l.leader) || lk >= l.leadEnd || l.leadEnd >= l.request {
-		t.Errorf("leadership key %q outside [%q, %q), or that range reaches the request key %q", lk, l.leader, l.leadEnd, l.request)
+	if lk := l.leaderKey(3, want[0]); !strings.HasPrefix(lk, l.leader()) || lk >= l.leadEnd() || l.leadEnd() >= l.request() {
+		t.Errorf("leadership key %q outside [%q, %q), or that range reaches the request key %q", lk, l.leader(), l.leadEnd(), l.request())
 	}
 	if l.leaderKey(3, want[0]) >= l.leaderKey(4, want[0]) {
 		t.Errorf("leadership keys do not sort in the order of the revisions that name them")
 	}
-	if l.queueEnd >= l.leader {
-		t.Errorf("the queue's range ends at %q, after the leader key %q: a watch up to the leader key would cover more than the queue", l.queueEnd, l.leader)
+	if l.queueEnd() >= l.leader() {
+		t.Errorf("the queue's range ends at %q, after the leader key %q: a watch up to the leader key would cover more than the queue", l.queueEnd(), l.leader())
 	}
 	for _, bad := range []string{"/svc/_c/x", "/svc/_c/" + strings.Repeat("g", queueKeyLen), "/other/_c/" + strings.Repeat("0", queueKeyLen)} {
 		if _, err := l.queueLease(bad); err == nil {
@@ -129,7 +129,7 @@ func TestDecodeLeader(t *testing.T) {
 		{"not a record", &mvccpb.KeyValue{Key: []byte(lk), Lease: 0x42, CreateRevision: 9, Value: []byte("x")}, "value"},
 		{"no queue key", &mvccpb.KeyValue{Key: []byte(lk), Lease: 0x42, CreateRevision: 9, Value: record.Encode(o, nil)}, "queue key"},
 		{"other lease", &mvccpb.KeyValue{Key: []byte(lk), Lease: 0x43, CreateRevision: 9, Value: good.Value}, "holds lease"},
-		{"not a leadership key's name", &mvccpb.KeyValue{Key: []byte(l.leader + "x"), Lease: 0x42, CreateRevision: 9, Value: good.Value}, "name is not"},
+		{"not a leadership key's name", &mvccpb.KeyValue{Key: []byte(l.leader() + "x"), Lease: 0x42, CreateRevision: 9, Value: good.Value}, "name is not"},
 		{"named for another lease", &mvccpb.KeyValue{Key: []byte(l.leaderKey(5, l.queueKey(0, 5, 0x43, 1))), Lease: 0x42, CreateRevision: 9, Value: good.Value}, "named for lease"},
 		{"named for another candidacy", &mvccpb.KeyValue{Key: []byte(l.leaderKey(5, l.queueKey(0, 5, 0x42, 2))), Lease: 0x42, CreateRevision: 9, Value: good.Value}, "does not carry"},
 		{"below a seen token", &mvccpb.KeyValue{Key: []byte(lk), Lease: 0x42, CreateRevision: 8, Value: good.Value}, "below"},
@@ -152,7 +152,7 @@ func TestWindowsAboveAKey(t *testing.T) {
 	} {
 		from := after(k)
 		ends := l.windows(from)
-		if len(ends) == 0 || ends[len(ends)-1] != l.queueEnd || len(ends) > 1+len(windowBits) {
+		if len(ends) == 0 || ends[len(ends)-1] != l.queueEnd() || len(ends) > 1+len(windowBits) {
 			t.Fatalf("windows(%q) = %q: want at most %d ends, the last the queue's end", k, ends, 1+len(windowBits))
 		}
 		if got := l.firstWindow(from); got != ends[0] {
@@ -195,7 +195,7 @@ func TestWindowsAboveAKey(t *testing.T) {
 	if far := l.queueKey(0, 100000-70000, 7, 1); i == 0 || far < ends[i-1] || far >= ends[i] {
 		t.Errorf("a key 70,000 arrivals ahead, %q, is not in window %d [%q, %q)", far, i, ends[i-1], ends[i])
 	}
-	if got := l.windows(l.queue + "garbage\x00"); !slices.Equal(got, []string{l.queueEnd}) {
+	if got := l.windows(l.queue() + "garbage\x00"); !slices.Equal(got, []string{l.queueEnd()}) {
 		t.Errorf("windows above a key without a rank = %q, want the one window up to the queue's end", got)
 	}
 }
@@ -212,7 +212,7 @@ func TestWindowsBelowAKey(t *testing.T) {
 		l.queueKey(math.MinInt64, 1<<40, 7, 1), // the bottom priority: only later arrivals below
 	} {
 		starts := l.windowsBelow(k, len(windowBits))
-		if len(starts) == 0 || starts[len(starts)-1] != l.queue || len(starts) > 1+len(windowBits) {
+		if len(starts) == 0 || starts[len(starts)-1] != l.queue() || len(starts) > 1+len(windowBits) {
 			t.Fatalf("windowsBelow(%q) = %q: want at most %d starts, the last the queue's beginning", k, starts, 1+len(windowBits))
 		}
 		hi := k
@@ -242,7 +242,7 @@ func TestWindowsBelowAKey(t *testing.T) {
 	if near := l.queueKey(0, 100001, 7, 1); near < starts[0] || near >= k {
 		t.Errorf("the key just behind, %q, is not in the first window (from %q)", near, starts[0])
 	}
-	if len(starts) != 3 || starts[2] != l.queue {
+	if len(starts) != 3 || starts[2] != l.queue() {
 		t.Errorf("windowsBelow(%q, 2) = %q: want two starts and the queue's beginning", k, starts)
 	}
 	// A key 70,000 arrivals behind is in the first window that reaches
@@ -255,7 +255,7 @@ func TestWindowsBelowAKey(t *testing.T) {
 	if far := l.queueKey(0, 100000+70000, 7, 1); far >= all[i-1] || far < all[i] {
 		t.Errorf("a key 70,000 arrivals behind, %q, is not in window %d [%q, %q)", far, i, all[i], all[i-1])
 	}
-	if got := l.windowsBelow(l.queue+"garbage", 2); !slices.Equal(got, []string{l.queue}) {
+	if got := l.windowsBelow(l.queue()+"garbage", 2); !slices.Equal(got, []string{l.queue()}) {
 		t.Errorf("windows below a key without a rank = %q, want the one window from the queue's beginning", got)
 	}
 }

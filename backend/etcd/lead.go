@@ -81,15 +81,15 @@ func (f *follower) guard(token int64) {
 						err = e.ownEvent(c, ev)
 					case c.lkey:
 						err = e.leaderEvent(c, token, ev)
-					case e.lay.request:
+					case e.lay.request():
 						if f.request(ev, token) {
 							return // handed over
 						}
 					default:
 						switch k := string(ev.Kv.Key); {
-						case strings.HasPrefix(k, e.lay.leader):
+						case strings.HasPrefix(k, e.lay.leader()):
 							e.noteNext(c, ev)
-						case strings.HasPrefix(k, e.lay.queue) && k < c.key:
+						case strings.HasPrefix(k, e.lay.queue()) && k < c.key:
 							switch {
 							case rd != nil:
 								rd.note(ev) // applied after its view
@@ -128,7 +128,7 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 	e, c := f.e, f.c
 	for c.ctx.Err() == nil {
 		f.closeWatch()
-		f.w = &rangeWatch{start: e.lay.queue, end: after(e.lay.request), mw: muxOf(e.cli).watch(e.lay.queue, after(e.lay.request), 0)}
+		f.w = &rangeWatch{start: e.lay.queue(), end: after(e.lay.request()), mw: muxOf(e.cli).watch(e.lay.queue(), after(e.lay.request()), 0)}
 		if err := f.awaitCreated(); err != nil {
 			if f.failed("watching the leader key", err) {
 				return 0, false
@@ -138,7 +138,7 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 		ops := []clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(c.lkey)}
 		if p.on() {
 			// The candidates above c, of higher priority (preemption).
-			ops = append(ops, clientv3.OpGet(past(c.key), clientv3.WithRange(e.lay.queueEnd)))
+			ops = append(ops, clientv3.OpGet(past(c.key), clientv3.WithRange(e.lay.queueEnd())))
 		}
 		resp, err := e.commit(c.ctx, true, newTxn().Then(ops...))
 		if err != nil {

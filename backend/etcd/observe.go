@@ -30,7 +30,7 @@ func (e *Elector) Leader(ctx context.Context) (election.Leader, error) {
 	if closed {
 		return election.Leader{}, election.ErrClosed
 	}
-	resp, err := e.cli.Get(ctx, e.lay.leader, clientv3.WithRange(e.lay.leadEnd), clientv3.WithLimit(1))
+	resp, err := e.cli.Get(ctx, e.lay.leader(), clientv3.WithRange(e.lay.leadEnd()), clientv3.WithLimit(1))
 	if err != nil {
 		return election.Leader{}, e.storeErr(ctx, "reading the leader", err)
 	}
@@ -71,10 +71,10 @@ func (e *Elector) observeLoop() {
 	warned := map[int64]bool{}
 	b := retryBackoff(maxRetryWait)
 	for ctx.Err() == nil {
-		resp, err := e.cli.Get(ctx, e.lay.leader, clientv3.WithRange(e.lay.leadEnd))
+		resp, err := e.cli.Get(ctx, e.lay.leader(), clientv3.WithRange(e.lay.leadEnd()))
 		if err != nil {
 			if ctx.Err() == nil {
-				e.log.Warn("etcd election: observer read failed; retrying", "key", e.lay.leader, "err", err)
+				e.log.Warn("etcd election: observer read failed; retrying", "key", e.lay.leader(), "err", err)
 			}
 			clock.Sleep(ctx, b.NextBackOff())
 			continue
@@ -112,10 +112,10 @@ func first(keys map[string]*mvccpb.KeyValue) *mvccpb.KeyValue {
 func (e *Elector) observeFrom(ctx context.Context, rev int64, keys map[string]*mvccpb.KeyValue, warned map[int64]bool) (delivered bool) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range e.cli.Watch(wctx, e.lay.leader, clientv3.WithRange(e.lay.leadEnd), clientv3.WithRev(rev)) {
+	for wr := range e.cli.Watch(wctx, e.lay.leader(), clientv3.WithRange(e.lay.leadEnd()), clientv3.WithRev(rev)) {
 		if err := wr.Err(); err != nil || wr.Canceled || wr.CompactRevision != 0 {
 			if ctx.Err() == nil {
-				e.log.Info("etcd election: observer watch broke; reading again", "key", e.lay.leader, "err", err, "compact_revision", wr.CompactRevision)
+				e.log.Info("etcd election: observer watch broke; reading again", "key", e.lay.leader(), "err", err, "compact_revision", wr.CompactRevision)
 			}
 			return
 		}

@@ -60,7 +60,7 @@ func (p *preemption) fire() <-chan time.Time {
 // than the leader's, under a lease.
 func (p *preemption) challenges(kv *mvccpb.KeyValue) bool {
 	key := string(kv.Key)
-	if !strings.HasPrefix(key, p.e.lay.queue) {
+	if !strings.HasPrefix(key, p.e.lay.queue()) {
 		return false
 	}
 	if lease, err := p.e.lay.queueLease(key); err != nil || kv.Lease != 0 && lease != kv.Lease {

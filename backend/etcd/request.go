@@ -33,7 +33,7 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 	if e.isClosed() {
 		return election.Leader{}, election.ErrClosed
 	}
-	resp, err := e.cli.Get(ctx, e.lay.leader, clientv3.WithRange(e.lay.leadEnd))
+	resp, err := e.cli.Get(ctx, e.lay.leader(), clientv3.WithRange(e.lay.leadEnd()))
 	if err != nil {
 		return election.Leader{}, e.storeErr(ctx, "reading the leader", err)
 	}
@@ -55,7 +55,7 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 	b := record.EncodeRequest(record.TransferRequest{To: to, Token: uint64(token), By: e.o.ID})
 	put, err := e.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(string(resp.Kvs[0].Key)), "=", token)).
-		Then(clientv3.OpPut(e.lay.request, string(b))).Commit()
+		Then(clientv3.OpPut(e.lay.request(), string(b))).Commit()
 	if err != nil {
 		return election.Leader{}, e.storeErr(ctx, "putting a transfer request", err)
 	}
@@ -68,22 +68,22 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 		// The request goes, unless another one replaced it.
 		dctx, cancel := context.WithTimeout(e.bg, e.o.Window())
 		defer cancel()
-		e.cli.Txn(dctx).If(clientv3.Compare(clientv3.ModRevision(e.lay.request), "=", last)).
-			Then(clientv3.OpDelete(e.lay.request)).Commit() //nolint:errcheck // a stale request is ignored by every leader but the one it names
+		e.cli.Txn(dctx).If(clientv3.Compare(clientv3.ModRevision(e.lay.request()), "=", last)).
+			Then(clientv3.OpDelete(e.lay.request())).Commit() //nolint:errcheck // a stale request is ignored by every leader but the one it names
 	}()
 	bound := 2 * e.o.Window()
 	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	stop := context.AfterFunc(e.bg, cancel)
 	defer stop()
-	ch := e.cli.Watch(clientv3.WithRequireLeader(wctx), e.lay.leader, clientv3.WithRange(after(e.lay.request)), clientv3.WithRev(mine+1))
+	ch := e.cli.Watch(clientv3.WithRequireLeader(wctx), e.lay.leader(), clientv3.WithRange(after(e.lay.request())), clientv3.WithRev(mine+1))
 	for wr := range ch {
 		if wr.Err() != nil || wr.Canceled {
 			break
 		}
 		for i, ev := range wr.Events {
 			kv := ev.Kv
-			if strings.HasPrefix(string(kv.Key), e.lay.leader) {
+			if strings.HasPrefix(string(kv.Key), e.lay.leader()) {
 				if ev.Type == clientv3.EventTypePut {
 					keys[string(kv.Key)] = kv
 				} else {
@@ -99,7 +99,7 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 				}
 			}
 			switch {
-			case strings.HasPrefix(string(kv.Key), e.lay.leader):
+			case strings.HasPrefix(string(kv.Key), e.lay.leader()):
 				ld, _, err := e.lay.decodeLeader(kv, 0)
 				if err != nil {
 					return election.Leader{}, fmt.Errorf("%w: the leader key was replaced by one that is not a leader's: %w", election.ErrTransferFailed, malformed(kv, err))
@@ -109,9 +109,9 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 				}
 				e.saw(ld.Token)
 				return ld, nil
-			case string(kv.Key) == e.lay.request && ev.Type == clientv3.EventTypeDelete:
+			case string(kv.Key) == e.lay.request() && ev.Type == clientv3.EventTypeDelete:
 				return election.Leader{}, fmt.Errorf("%w: the request was deleted by another client before %s answered", election.ErrTransferFailed, cur)
-			case string(kv.Key) == e.lay.request:
+			case string(kv.Key) == e.lay.request():
 				r, err := record.DecodeRequest(kv.Value)
 				if err == nil && r.Token == uint64(token) {
 					last = kv.ModRevision
@@ -173,8 +173,8 @@ func (f *follower) request(ev *clientv3.Event, token int64) bool {
 func (f *follower) answer(ctx context.Context, kv *mvccpb.KeyValue, r record.TransferRequest, why string, noCandidate bool) {
 	r.Error, r.NoCandidate = why, noCandidate
 	b := record.EncodeRequest(r)
-	_, err := f.e.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(f.e.lay.request), "=", kv.ModRevision)).
-		Then(clientv3.OpPut(f.e.lay.request, string(b))).Commit()
+	_, err := f.e.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(f.e.lay.request()), "=", kv.ModRevision)).
+		Then(clientv3.OpPut(f.e.lay.request(), string(b))).Commit()
 	if err != nil {
 		f.e.log.Warn("etcd election: answering a transfer request failed", "err", err)
 	}

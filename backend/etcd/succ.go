@@ -54,7 +54,7 @@ const succReads = 1
 func (l layout) windowsBelow(key string, n int) []string {
 	hi, lo, ok := l.rank(key)
 	if !ok {
-		return []string{l.queue}
+		return []string{l.queue()}
 	}
 	var starts []string
 	borrowed := false
@@ -81,9 +81,9 @@ func (l layout) windowsBelow(key string, n int) []string {
 				break
 			}
 		}
-		starts = append(starts, fmt.Sprintf("%s%016x%016x", l.queue, h, lw))
+		starts = append(starts, fmt.Sprintf("%s%016x%016x", l.queue(), h, lw))
 	}
-	return append(starts, l.queue)
+	return append(starts, l.queue())
 }
 
 // succView is a read of the queue just below the leader c's key.
@@ -100,7 +100,7 @@ func (e *Elector) readSucc(ctx context.Context, c *candidacy) (succView, error) 
 	starts := e.lay.windowsBelow(c.key, 2*succReads)
 	hi := c.key
 	var rev int64
-	for i := 0; i < succReads && hi != e.lay.queue; i++ {
+	for i := 0; i < succReads && hi != e.lay.queue(); i++ {
 		w1 := starts[min(2*i, len(starts)-1)]
 		w2 := starts[min(2*i+1, len(starts)-1)]
 		down := []clientv3.OpOption{clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1)}
@@ -115,7 +115,7 @@ func (e *Elector) readSucc(ctx context.Context, c *candidacy) (succView, error) 
 			if kvs := resp.Responses[j].GetResponseRange().GetKvs(); len(kvs) > 0 {
 				return succView{rev: rev, succ: kvs[0]}, nil
 			}
-			if end == e.lay.queue {
+			if end == e.lay.queue() {
 				return succView{rev: rev}, nil
 			}
 		}
@@ -179,13 +179,13 @@ func (e *Elector) handOverOps(c *candidacy, lkey string, token int64, succ *mvcc
 		clientv3.Compare(clientv3.ModRevision(skey), "=", succ.ModRevision), // the record read is the key's
 		clientv3.Compare(clientv3.LeaseValue(skey), "=", succ.Lease),
 		emptyIn(past(skey), c.key),
-		emptyIn(past(c.key), e.lay.queueEnd),
+		emptyIn(past(c.key), e.lay.queueEnd()),
 		// c's leadership key is the only one, and the one made for succ
 		// is not there yet (its create revision is the new token).
-		clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token).WithRange(after(lkey)),
-		emptyIn(after(lkey), e.lay.leadEnd),
+		clientv3.Compare(clientv3.CreateRevision(e.lay.leader()), "=", token).WithRange(after(lkey)),
+		emptyIn(after(lkey), e.lay.leadEnd()),
 		clientv3.Compare(clientv3.CreateRevision(name), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer()), "=", 0),
 	}, []clientv3.Op{clientv3.OpPut(name, rec, clientv3.WithLease(clientv3.LeaseID(succ.Lease))), e.markOp(skey, to, ld.Value, name, succ.Lease)}, nil), true
 }
 

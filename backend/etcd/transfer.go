@@ -35,8 +35,8 @@ type waiter struct {
 // Candidates and Transfer use it, never a registration or a handover.
 func (e *Elector) readQueue(ctx context.Context) ([]waiter, error) {
 	resp, err := e.cli.Txn(ctx).Then(
-		clientv3.OpGet(e.lay.queue, clientv3.WithRange(e.lay.queueEnd), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)),
-		clientv3.OpGet(e.lay.leader, clientv3.WithRange(e.lay.leadEnd), clientv3.WithLimit(1)),
+		clientv3.OpGet(e.lay.queue(), clientv3.WithRange(e.lay.queueEnd()), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)),
+		clientv3.OpGet(e.lay.leader(), clientv3.WithRange(e.lay.leadEnd()), clientv3.WithLimit(1)),
 	).Commit()
 	if err != nil {
 		return nil, err
@@ -201,24 +201,24 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	// Else and is made again, a few times at most.
 	for try := 0; ; try++ {
 		cmps := []clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(e.lay.leader), "=", token).WithRange(after(c.lkey)), // c leads: its key is the first
+			clientv3.Compare(clientv3.CreateRevision(e.lay.leader()), "=", token).WithRange(after(c.lkey)), // c leads: its key is the first
 			clientv3.Compare(clientv3.CreateRevision(tkey), "=", target.CreateRevision),
 			clientv3.Compare(clientv3.LeaseValue(tkey), "=", target.Lease),
-			clientv3.Compare(clientv3.CreateRevision(e.lay.transfer), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(e.lay.transfer()), "=", 0),
 		}
 		ops := []clientv3.Op{clientv3.OpDelete(c.lkey), clientv3.OpDelete(c.key), clientv3.OpDelete(e.lay.markKey(c.key))}
 		switch {
 		case next.key == tkey:
 			// The target reserved after c: it leads on the deletion of
 			// c's key; the touch of its queue key wakes the one behind it.
-			cmps = append(cmps, emptyIn(after(c.lkey), next.lkey), clientv3.Compare(clientv3.LeaseValue(next.lkey), "=", next.lease), emptyIn(after(next.lkey), e.lay.leadEnd))
+			cmps = append(cmps, emptyIn(after(c.lkey), next.lkey), clientv3.Compare(clientv3.LeaseValue(next.lkey), "=", next.lease), emptyIn(after(next.lkey), e.lay.leadEnd()))
 			ops = append(ops, touch)
 		case next.lkey != "":
 			// Another candidate's reservation goes: the target leads next.
-			cmps = append(cmps, emptyIn(after(c.lkey), next.lkey), emptyIn(after(next.lkey), e.lay.leadEnd))
+			cmps = append(cmps, emptyIn(after(c.lkey), next.lkey), emptyIn(after(next.lkey), e.lay.leadEnd()))
 			ops = append(ops, clientv3.OpDelete(next.lkey), put, mark)
 		default:
-			cmps = append(cmps, emptyIn(after(c.lkey), e.lay.leadEnd))
+			cmps = append(cmps, emptyIn(after(c.lkey), e.lay.leadEnd()))
 			ops = append(ops, put, mark)
 		}
 		resp, err = e.cli.Txn(ctx).If(cmps...).Then(ops...).Else(e.lay.leadersOp()).Commit()
@@ -306,8 +306,8 @@ func (f *follower) claimHandoff() (*view, int64, time.Time, error) {
 		e.lay.noLeader(),
 		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
-		clientv3.Compare(clientv3.Value(e.lay.transfer), "=", c.key),
-	).Then(e.leaderPut(c), clientv3.OpDelete(e.lay.transfer)).
+		clientv3.Compare(clientv3.Value(e.lay.transfer()), "=", c.key),
+	).Then(e.leaderPut(c), clientv3.OpDelete(e.lay.transfer())).
 		Else(e.nearOps(c, f.from)...))
 	if err != nil {
 		return nil, 0, sent, err
@@ -324,17 +324,17 @@ func (f *follower) claimHandoff() (*view, int64, time.Time, error) {
 // shared Session, may be never. It reports whether it did.
 func (f *follower) dropStaleTransfer(kv *mvccpb.KeyValue) bool {
 	e, c := f.e, f.c
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(e.lay.transfer), "=", kv.ModRevision)}
-	if named := string(kv.Value); strings.HasPrefix(named, e.lay.queue) {
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(e.lay.transfer()), "=", kv.ModRevision)}
+	if named := string(kv.Value); strings.HasPrefix(named, e.lay.queue()) {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(named), "=", 0))
 	}
-	resp, err := e.commit(c.ctx, true, newTxn().If(cmps...).Then(clientv3.OpDelete(e.lay.transfer)))
+	resp, err := e.commit(c.ctx, true, newTxn().If(cmps...).Then(clientv3.OpDelete(e.lay.transfer())))
 	if err != nil {
 		f.failed("deleting a stale hand-over key", err)
 		return false
 	}
 	if resp.Succeeded {
-		e.log.Warn("etcd election: deleted a hand-over key whose target is gone", "key", e.lay.transfer, "target", string(kv.Value))
+		e.log.Warn("etcd election: deleted a hand-over key whose target is gone", "key", e.lay.transfer(), "target", string(kv.Value))
 	}
 	return resp.Succeeded
 }

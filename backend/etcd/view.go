@@ -52,7 +52,7 @@ func (e *Elector) viewOps(c *candidacy, serializable bool, above ...clientv3.Op)
 		e.lay.leadersOp(opts()...),
 		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1))...),
 		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1))...),
-		clientv3.OpGet(e.lay.transfer, opts()...))
+		clientv3.OpGet(e.lay.transfer(), opts()...))
 }
 
 // nearOps reads c's key, up to aboveLimit keys of the first window above from,
@@ -63,7 +63,7 @@ func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
 		clientv3.OpGet(c.key),
 		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(aboveLimit)),
 		e.lay.leadersOp(),
-		clientv3.OpGet(e.lay.transfer),
+		clientv3.OpGet(e.lay.transfer()),
 	}
 }
 
@@ -81,7 +81,7 @@ func (e *Elector) createOps(from string) []clientv3.Op {
 	return []clientv3.Op{
 		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(aboveLimit)),
 		e.lay.leadersOp(),
-		clientv3.OpGet(e.lay.transfer),
+		clientv3.OpGet(e.lay.transfer()),
 	}
 }
 
@@ -95,7 +95,7 @@ func (e *Elector) createElseOps(c *candidacy) []clientv3.Op {
 // createView reads the responses of createOps(from) after the create of
 // c's key, own, at rev.
 func (e *Elector) createView(rev int64, rs []*pb.ResponseOp, from string, own *mvccpb.KeyValue) *view {
-	v := &view{rev: rev, own: own, last: e.lay.firstWindow(from) == e.lay.queueEnd}
+	v := &view{rev: rev, own: own, last: e.lay.firstWindow(from) == e.lay.queueEnd()}
 	v.above = e.lay.dropMarks(rs[0].GetResponseRange().GetKvs(), 2)
 	v.leader, v.second = leaders(rs[1])
 	if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
@@ -120,7 +120,7 @@ func leaders(r *pb.ResponseOp) (first, second *mvccpb.KeyValue) {
 // of the first window only: empty, it says nothing of the windows beyond
 // unless the first is the last.
 func (e *Elector) nearView(rev int64, rs []*pb.ResponseOp, from string) *view {
-	v := &view{rev: rev, last: e.lay.firstWindow(from) == e.lay.queueEnd}
+	v := &view{rev: rev, last: e.lay.firstWindow(from) == e.lay.queueEnd()}
 	if kvs := rs[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		v.own = kvs[0]
 	}
@@ -192,7 +192,7 @@ func (e *Elector) look(ctx context.Context, c *candidacy, from string, floor int
 	e.reads.Add(1)
 	lo := from
 	ends := e.lay.windowEnds(from, 2*quickReads)
-	for i := 0; i < quickReads && lo != e.lay.queueEnd; i++ {
+	for i := 0; i < quickReads && lo != e.lay.queueEnd(); i++ {
 		w1 := ends[min(2*i, len(ends)-1)]
 		w2 := ends[min(2*i+1, len(ends)-1)]
 		resp, err := e.commit(ctx, true, newTxn().Then(e.quickOps(c, lo, w1, w2, floor > 0)...))
@@ -238,12 +238,12 @@ func (e *Elector) quickView(rev int64, rs []*pb.ResponseOp, w1, w2 string) (v *v
 	v = &view{rev: rev}
 	switch {
 	case len(get(1)) > 0:
-		v.above, v.last = get(1), w1 == e.lay.queueEnd
-	case w1 == e.lay.queueEnd:
+		v.above, v.last = get(1), w1 == e.lay.queueEnd()
+	case w1 == e.lay.queueEnd():
 		v.last = true
 	case len(get(2)) > 0:
-		v.above, v.last = get(2), w2 == e.lay.queueEnd
-	case w2 == e.lay.queueEnd:
+		v.above, v.last = get(2), w2 == e.lay.queueEnd()
+	case w2 == e.lay.queueEnd():
 		v.last = true
 	default:
 		return nil, false

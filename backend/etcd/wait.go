@@ -356,7 +356,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				ahead, skip = string(v.above[1].Key), ahead
 				end = after(ahead)
 			case len(v.above) == 1 && v.last || leads:
-				ahead, end = "", e.lay.leadEnd // the key ahead heads the queue (or leads): its leader key too
+				ahead, end = "", e.lay.leadEnd() // the key ahead heads the queue (or leads): its leader key too
 			}
 			f.watchSkipping(end, skip, v.rev+1)
 			f.w.ahead = nil
@@ -371,16 +371,16 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			}
 		case v.old != nil:
 			f.warn(v.old, "a candidate key of the previous key layout may lead this election; waiting until it is gone")
-			f.watch(e.lay.leadEnd, v.rev+1)
+			f.watch(e.lay.leadEnd(), v.rev+1)
 			poll = oldLayoutPoll
 		case v.leader != nil && v.leader.Lease == 0:
 			f.deleteUnleasedLeader(v.leader)
 			v = nil
 			continue
 		case v.leader != nil:
-			f.watch(e.lay.leadEnd, v.rev+1)
+			f.watch(e.lay.leadEnd(), v.rev+1)
 		case v.transfer != nil && v.transfer.Lease == 0:
-			f.deleteUnleased(e.lay.transfer, v.transfer, "a hand-over key")
+			f.deleteUnleased(e.lay.transfer(), v.transfer, "a hand-over key")
 			v = nil
 			continue
 		case v.transfer != nil:
@@ -391,7 +391,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				v = nil
 				continue
 			}
-			f.watch(after(e.lay.transfer), v.rev+1)
+			f.watch(after(e.lay.transfer()), v.rev+1)
 		default:
 			f.claimNext = true
 			continue
@@ -459,7 +459,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					continue
 				}
 				last = max(last, kv.ModRevision)
-				if strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
+				if strings.HasPrefix(string(kv.Key), f.e.lay.leader()) {
 					switch {
 					case ev.Type == clientv3.EventTypeDelete:
 						goneAt = kv.ModRevision
@@ -468,7 +468,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 						continue
 					}
 				}
-				if ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && strings.HasPrefix(string(kv.Key), f.e.lay.leader) {
+				if ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && strings.HasPrefix(string(kv.Key), f.e.lay.leader()) {
 					made = true // someone leads: a read, not a claim, tells c what to do
 				}
 				if k := string(kv.Key); k == f.e.lay.markKey(f.c.key) {
@@ -496,7 +496,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					continue
 				}
 				if ev.Type == clientv3.EventTypePut && kv.CreateRevision != kv.ModRevision && kv.Lease != 0 &&
-					(f.w.ahead == nil || string(kv.Key) != slices.Min(f.w.ahead) || strings.HasPrefix(record.Key(kv.Value), f.e.lay.leader)) {
+					(f.w.ahead == nil || string(kv.Key) != slices.Min(f.w.ahead) || strings.HasPrefix(record.Key(kv.Value), f.e.lay.leader())) {
 					// A key put again under its lease: the order is the
 					// same; so too a hand-over's put of the key just
 					// ahead, naming the leadership key made for it (c is
@@ -521,7 +521,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 				// queue key's put, in the same, says so too).
 				f.handedAt, f.released = mineAt, true
 			}
-			if f.handedAt != 0 && !f.released && f.w.end >= f.e.lay.leadEnd {
+			if f.handedAt != 0 && !f.released && f.w.end >= f.e.lay.leadEnd() {
 				// c watches the leadership keys, where a hand-over to c
 				// shows (the leader's key going, c's coming): a record
 				// naming c's key without them is another client's put,
