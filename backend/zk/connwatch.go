@@ -25,7 +25,7 @@ import (
 //     node at its own version, as a lone heartbeat checks it);
 //   - the last confirmation of its session through the ensemble's
 //     leader: a heartbeat multi that succeeded, or a sync sent on each
-//     tick while a candidate on it is next in line (watchNext), whose
+//     tick while a candidate on it waits near the head (watchNext), whose
 //     send time a hand-over's successor counts its Term from
 //     (takeHandover), so that no round trip to the ensemble's leader is
 //     left on the handover's path.
@@ -103,7 +103,7 @@ func watchConn(conn *gozk.Conn, interval time.Duration) *connWatch {
 	return w
 }
 
-// watchNext returns conn's watch for a candidate next in line, whose
+// watchNext returns conn's watch for a candidate near the head, whose
 // predecessor may hand over to it: while it is registered the watch
 // syncs through the ensemble's leader on each tick (at least every
 // interval), and at once if no confirmation is fresh. Pair with
@@ -140,10 +140,11 @@ func (w *connWatch) confirmation(sid int64, notBefore time.Time) (time.Time, <-c
 	return time.Time{}, nil
 }
 
-// confirmed waits (until ctx ends) for a confirmation of session sid
-// sent after notBefore, a sync in flight included, and returns its send
-// time, or the zero time if there is none.
-func (w *connWatch) confirmed(ctx context.Context, sid int64, notBefore time.Time) time.Time {
+// confirmed waits for a confirmation of session sid sent after
+// notBefore, a sync in flight included, and returns its send time, or
+// the zero time if there is none (or ctx ended, or stop or closing was
+// closed, first).
+func (w *connWatch) confirmed(ctx context.Context, stop, closing <-chan struct{}, sid int64, notBefore time.Time) time.Time {
 	at, wait := w.confirmation(sid, notBefore)
 	if wait == nil {
 		return at
@@ -152,15 +153,21 @@ func (w *connWatch) confirmed(ctx context.Context, sid int64, notBefore time.Tim
 	case <-wait:
 	case <-ctx.Done():
 		return time.Time{}
+	case <-stop:
+		return time.Time{}
+	case <-closing:
+		return time.Time{}
 	}
 	at, _ = w.confirmation(sid, notBefore)
 	return at
 }
 
-// confirm records a confirmation of session sid sent at sent, unless the
-// session changed since.
+// confirm records a confirmation of session sid sent at sent. The caller
+// has checked that the connection's session is still sid once answered
+// (a request queued while disconnected goes out after the reconnect, on
+// the session the connection has then).
 func (w *connWatch) confirm(sid int64, sent time.Time) {
-	if sid == 0 || w.conn.SessionID() != sid {
+	if sid == 0 {
 		return
 	}
 	w.mu.Lock()
@@ -186,9 +193,11 @@ func (w *connWatch) startSync() {
 	w.syncing, w.syncSid, w.syncSent = done, sid, clock.Now()
 	sent := w.syncSent
 	w.mu.Unlock()
+	// The goroutine is the connection's, not an Elector's: it ends with
+	// the sync's answer, which a closed connection gives at once.
 	go func() {
 		_, err := w.conn.Sync("/")
-		if err == nil {
+		if err == nil && w.conn.SessionID() == sid {
 			w.confirm(sid, sent)
 		}
 		w.mu.Lock()
@@ -309,7 +318,7 @@ func (w *connWatch) send(b *beatBatch) {
 			ops[j] = r
 		}
 		res, err := w.conn.Multi(ops...)
-		if err == nil {
+		if err == nil && w.conn.SessionID() == sid {
 			w.confirm(sid, b.sent) // the leader checked the session
 		}
 		for j := range chunk {

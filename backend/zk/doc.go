@@ -129,15 +129,20 @@
 // holds, the nodes go as without it and the next candidate claims.
 //
 // The successor, woken by its predecessor's deletion (or finding its own
-// leadership node in a listing), sends three requests at once: a read of
-// _l and of its own candidate node, which the server it is connected to
-// answers, and a sync, which that server forwards to the ensemble's
-// leader, which refuses it unless the successor's session is alive. A
-// persistent _l naming its node, its node there under its session, and
-// the sync's success: it leads, its Term counting from the sync's send
-// time, as from a heartbeat's (a server cut off from the leader may still
-// answer reads for a session the leader has expired). That is one round
-// trip to the ensemble's leader, no write: LeaderLatch lists the children
+// leadership node in a listing), reads _l and its own candidate node at
+// once, both answered by the server it is connected to. A persistent _l
+// naming its node and its node there under its session: it leads. Its
+// Term counts from the last confirmation of its session through the
+// ensemble's leader, which refuses a request of a session it has expired
+// (a server cut off from the leader may still answer reads for such a
+// session): while a candidate waits second or third in the order, its
+// connection syncs through the ensemble's leader at least every third of
+// a window, and a leader's heartbeat on the same connection counts too,
+// so a confirmation at most half a window old (one in flight is waited
+// for) stands in. Without one, a sync goes out with the two reads and
+// the Term counts from its send time. A Term counted from an earlier
+// confirmation beats at once. That is one round trip to the successor's
+// own server after the event, no write: LeaderLatch lists the children
 // once after its event.
 //
 // A persistent _l is valid while the ephemeral candidate node it names

@@ -126,6 +126,13 @@ func (e *Elector) lead(c *candidacy, lc *backend.LeaseClock, ttl time.Duration, 
 			retry.Stop()
 		}
 	}()
+	if clock.Since(renewed) > interval/2 {
+		// A Term counted from a confirmation made before it began (a
+		// hand-over taken on watchNext's): its deadline is nearer than
+		// a claim's, so it beats at once rather than at the next tick.
+		retry = time.NewTimer(0)
+		retryC = retry.C
+	}
 	var hold <-chan time.Time // HoldUntilDeadline: fires at the deadline while disconnected
 	var holdTimer *time.Timer
 	defer func() {

@@ -33,12 +33,14 @@ import (
 // a listing) it reads _l and its own node, and syncs through the
 // ensemble's leader, all at once (takeHandover): a persistent _l naming
 // its node says that it leads, and the sync's send time is what its Term
-// counts from. A successor that waited next in line had its connection
-// confirm its session all along (watchNext: a sync each tick, or its
-// leaders' heartbeats): the last confirmation stands for the sync, and
-// the handover's path is the two reads, answered by its own server, as
-// Curator's LeaderLatch lists the children once. The claim of the
-// leadership, a write through the quorum, is left out of the path. Nobody else is woken: the multi touches no
+// counts from. A successor that waited second or third in the order had
+// its connection confirm its session all along (watchNext: a sync each
+// tick, or its leaders' heartbeats): the last confirmation, if at most
+// half a window old, stands for the sync (and the Term's first heartbeat
+// comes early), and the handover's path is the two reads, answered by
+// its own server, as Curator's LeaderLatch lists the children once. The
+// claim of the leadership, a write through the quorum, is left out of
+// the path. Nobody else is woken: the multi touches no
 // node another waiter watches (P9).
 //
 // A persistent _l is valid while the candidate node it names exists: the
@@ -201,7 +203,7 @@ func (e *Elector) handOverOps(p pend) []any {
 // the ensemble's leader, which refuses it unless c's session is alive: the
 // Term counts from the sync's send time, as a heartbeat's (a server cut
 // off from the leader may still answer reads, for a session the leader
-// has expired). With nw (c waited next in line, watchNext), a
+// has expired). With nw (c waited near the head, watchNext), a
 // confirmation of the session its connection made since half a window
 // ago stands for the sync, and the Term counts from its send time: the
 // reads alone are on the path, both answered by c's own server, as
@@ -237,10 +239,14 @@ func (e *Elector) takeHandover(ctx context.Context, c *candidacy, nw *connWatch)
 		var wg sync.WaitGroup
 		wg.Go(func() {
 			if !notBefore.IsZero() {
-				if at := nw.confirmed(ctx, sid, notBefore); !at.IsZero() {
+				if at := nw.confirmed(ctx, c.stop, e.closing, sid, notBefore); !at.IsZero() {
 					r.confirmed = at
 					return
 				}
+			}
+			if err := ctx.Err(); err != nil {
+				r.serr = err
+				return
 			}
 			_, r.serr = e.conn.Sync(e.path)
 		})

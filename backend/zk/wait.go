@@ -43,29 +43,29 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 	next := hintNone       // what the last wait saw
 	rewatch := ""          // watch this node again, next in line, without listing
 	handed := false        // what c watched went: a release may have handed over to c (takeHandover)
-	// nw: c's registration as next in line (watchNext) while it waits
-	// just behind the head, which may hand over to it: its connection
-	// keeps its session confirmed, so that a hand-over's Term counts from
-	// a confirmation already made.
+	// nw: c's registration (watchNext) while it waits on a candidate
+	// node near the head (second or third in the order), which may hand
+	// over to it, or hand over to the one ahead of c, whose release hands
+	// over to c in turn without waking it first: c's connection keeps its
+	// session confirmed, so that a hand-over's Term counts from a
+	// confirmation already made.
 	var nw *connWatch
 	nwInterval := time.Duration(0)
-	defer func() {
+	unregister := func() {
 		if nw != nil {
 			nw.releaseNext(nwInterval)
+			nw = nil
 		}
-	}()
+	}
+	defer unregister()
 	// awaitPred waits on pred, the candidate node just ahead of c, and
 	// sets next or rewatch from what it saw.
 	awaitPred := func(pred string, inLine bool) error {
-		switch {
-		case inLine && nw == nil && e.handsOver():
+		if nw == nil && at <= 2 && e.handsOver() {
 			if o, err := e.resolveTTL(c.session); err == nil {
 				nwInterval = o.Window() / 3
 				nw = watchNext(e.conn, nwInterval)
 			}
-		case !inLine && nw != nil:
-			nw.releaseNext(nwInterval)
-			nw = nil
 		}
 		gone, changed, persistent, woken, err := e.waitGone(ctx, c, pred, &wake)
 		if err != nil {
@@ -169,6 +169,9 @@ func (e *Elector) wait(ctx context.Context, c *candidacy) (*election.Term, error
 		lastQueue, c.queue = c.queue, -1
 		pred, found, blocked := v.pred, v.found, v.blocked
 		at = v.at
+		if pred == "" || at > 2 {
+			unregister() // c heads the order, or is too far back for a hand-over
+		}
 		if !found {
 			return nil, fmt.Errorf("%w: node %s is no longer a child of %s", errNodeGone, c.name, e.path)
 		}
