@@ -158,7 +158,7 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	if last, err := f.renewed(); err == nil && last.After(sent) {
 		sent = last
 	}
-	leader := c.leader
+	leader := election.Leader{ID: e.o.ID, Value: e.o.Value, Priority: e.o.Priority}
 	leader.Token = uint64(token)
 	term, lc := backend.NewTerm(e.o, leader, sent)
 	var err error

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/electkit/election"
+	"github.com/electkit/election/internal/lograte"
 )
 
 // This file is the one place that decides which errors of etcd end a
@@ -103,7 +104,10 @@ const retryLogEvery = 5 * time.Second
 func (e *Elector) retryLog(c *candidacy, what string, err error) {
 	l := &e.retries
 	if c != nil {
-		l = &c.retries
+		if l = c.retries.Load(); l == nil {
+			c.retries.CompareAndSwap(nil, new(lograte.Limiter))
+			l = c.retries.Load()
+		}
 	}
 	n, ok := l.Allow(time.Now(), retryLogEvery)
 	if !ok {

@@ -78,34 +78,33 @@ type Elector struct {
 //   - forget: drop its ended Term from e.terms once the hooks are done.
 type candidacy struct {
 	s    *Session
-	key  string // the queue key
-	rev  int64  // the queue key's create revision (0 until known)
-	seq  int64  // the arrival its queue key is named for
-	lkey string // the leadership key it creates when it claims, or a hand-over creates for it (guarded by Elector.mu once queued)
-	next nextUp // while it leads: a candidate of an earlier version that reserved after it, as its watch saw (guarded by Elector.mu)
+	key  string  // the queue key
+	rev  int64   // the queue key's create revision (0 until known)
+	seq  int64   // the arrival its queue key is named for
+	lkey string  // the leadership key it creates when it claims, or a hand-over creates for it (guarded by Elector.mu once queued)
+	next *nextUp // while it leads: a candidate of an earlier version that reserved after it, as its watch saw, or nil (guarded by Elector.mu)
 	// succ: while it leads, the queue key just below its own (its
 	// successor, succ.go), or nil if unknown (guarded by Elector.mu).
-	succ   *mvccpb.KeyValue
-	leader election.Leader
+	succ *mvccpb.KeyValue
 
 	stop     chan struct{} // closed when the candidacy is withdrawn
 	stopOnce sync.Once
 	ctx      context.Context // canceled with stop, and by Close: the candidacy's goroutines' requests
 	cancel   context.CancelFunc
-	lost     chan struct{}   // closed (once, under Elector.mu) when the session or a key is gone
-	lostErr  error           // why, set before lost is closed
-	watched  atomic.Bool     // the candidacy's watch covers its keys without a gap (see wait.go)
-	waiting  atomic.Bool     // it waits on a live watch (follower.wait): its reads are done until the watch fires
-	retries  lograte.Limiter // log lines of retried errors
+	lost     chan struct{}                   // closed (once, under Elector.mu) when the session or a key is gone
+	lostErr  error                           // why, set before lost is closed
+	watched  atomic.Bool                     // the candidacy's watch covers its keys without a gap (see wait.go)
+	waiting  atomic.Bool                     // it waits on a live watch (follower.wait): its reads are done until the watch fires
+	retries  atomic.Pointer[lograte.Limiter] // log lines of retried errors (made at the first)
 	// settled is closed once lc is set, and when c halts or is lost:
 	// what Campaign waits on (one channel rather than three, each a
 	// parked select case for every waiting Campaign).
-	settled    chan struct{}
-	settleOnce sync.Once
-	lc       *backend.LeaseClock
-	token    int64 // the leader key's create revision once leading (guarded by Elector.mu)
-	keyGone  bool  // its keys were deleted; only a private lease is left to revoke (guarded by Elector.mu)
-	retrying bool  // releaseShared runs for it (guarded by Elector.mu)
+	settled     chan struct{}
+	settledOnce atomic.Bool
+	lc          *backend.LeaseClock
+	token       int64 // the leader key's create revision once leading (guarded by Elector.mu)
+	keyGone     bool  // its keys were deleted; only a private lease is left to revoke (guarded by Elector.mu)
+	retrying    bool  // releaseShared runs for it (guarded by Elector.mu)
 
 	// What halt calls besides canceling ctx (whenHalted): a context's
 	// children or AfterFuncs would give each candidacy a map of them
@@ -142,7 +141,11 @@ func (c *candidacy) whenHalted(f func()) (forget func()) {
 }
 
 // settle closes c.settled, once.
-func (c *candidacy) settle() { c.settleOnce.Do(func() { close(c.settled) }) }
+func (c *candidacy) settle() {
+	if c.settledOnce.CompareAndSwap(false, true) {
+		close(c.settled)
+	}
+}
 
 func (c *candidacy) halt() {
 	c.stopOnce.Do(func() {
@@ -435,7 +438,6 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	nonce := s.nonce.Add(1)
 	c := &candidacy{s: s, key: e.lay.queueKey(e.o.Priority, seq, s.lease, nonce),
 		stop: make(chan struct{}), lost: make(chan struct{}), settled: make(chan struct{})}
-	c.leader = election.Leader{ID: e.o.ID, Value: e.o.Value, Priority: e.o.Priority}
 	// c.ctx is not a child of e.bg: the children map a context keeps
 	// would stay with each Elector for good, and a process may hold
 	// thousands of them. Close halts the candidacy being queued (queuing)
@@ -659,6 +661,14 @@ type nextUp struct {
 	lkey  string
 }
 
+// reserved is c.next, or the zero nextUp. Called with Elector.mu held.
+func (c *candidacy) reserved() nextUp {
+	if c.next == nil {
+		return nextUp{}
+	}
+	return *c.next
+}
+
 // noteNext follows, from the leader c's watch, the reservation after c's
 // leadership key: its release touches the reserving candidate's queue key
 // (see release).
@@ -667,12 +677,12 @@ func (e *Elector) noteNext(c *candidacy, ev *clientv3.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
-	case ev.Type == clientv3.EventTypeDelete && string(kv.Key) == c.next.lkey:
-		c.next = nextUp{}
+	case ev.Type == clientv3.EventTypeDelete && c.next != nil && string(kv.Key) == c.next.lkey:
+		c.next = nil
 	case ev.Type == clientv3.EventTypePut && kv.CreateRevision == kv.ModRevision && kv.Lease != 0:
 		if q := record.Key(kv.Value); q != "" {
 			if lease, err := e.lay.queueLease(q); err == nil && lease == kv.Lease {
-				c.next = nextUp{key: q, lease: kv.Lease, lkey: string(kv.Key)}
+				c.next = &nextUp{key: q, lease: kv.Lease, lkey: string(kv.Key)}
 			}
 		}
 	}
@@ -817,7 +827,7 @@ func (e *Elector) releaseWithin(c *candidacy, lease bool) error {
 // and sends it after: the next candidate waits for it.
 func (e *Elector) releaseTxn(c *candidacy) *txn {
 	e.mu.Lock()
-	token, lkey, next, succ := c.token, c.lkey, c.next, c.succ
+	token, lkey, next, succ := c.token, c.lkey, c.reserved(), c.succ
 	e.mu.Unlock()
 	qcmp := clientv3.Compare(clientv3.LeaseValue(c.key), "=", c.s.lease)
 	if c.rev != 0 {

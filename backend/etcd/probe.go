@@ -16,6 +16,6 @@ func init() {
 		el := e.(*Elector)
 		el.mu.Lock()
 		defer el.mu.Unlock()
-		return el.cand != nil && (el.cand.next.key != "" || el.cand.succ != nil)
+		return el.cand != nil && (el.cand.next != nil || el.cand.succ != nil)
 	}
 }

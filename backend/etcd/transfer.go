@@ -168,7 +168,7 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	if !slices.Contains(e.pending, c) && !e.closed {
 		e.pending = append(e.pending, c)
 	}
-	token, lc, next := c.token, c.lc, c.next
+	token, lc, next := c.token, c.lc, c.reserved()
 	e.mu.Unlock()
 	e.end(c, cause)
 	if lc != nil {
