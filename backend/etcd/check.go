@@ -92,7 +92,7 @@ func (e *Elector) oust(c *candidacy, err error) {
 	if !e.lose(c, err) {
 		return
 	}
-	e.log.Warn("etcd election: the candidate's keys were changed by another client; candidacy ended", "key", c.key, "err", err)
+	e.o.Logger.Warn("etcd election: the candidate's keys were changed by another client; candidacy ended", "key", c.key, "err", err)
 	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
 	defer cancel()
 	_ = e.release(ctx, c, true) // logged; retried by the next Campaign, Resign or Close

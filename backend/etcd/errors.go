@@ -102,12 +102,14 @@ const retryLogEvery = 5 * time.Second
 // line was logged for c less than retryLogEvery ago (then it is counted,
 // and the count goes with the next line).
 func (e *Elector) retryLog(c *candidacy, what string, err error) {
-	l := &e.retries
+	p := &e.retries
 	if c != nil {
-		if l = c.retries.Load(); l == nil {
-			c.retries.CompareAndSwap(nil, new(lograte.Limiter))
-			l = c.retries.Load()
-		}
+		p = &c.retries
+	}
+	l := p.Load()
+	if l == nil {
+		p.CompareAndSwap(nil, new(lograte.Limiter))
+		l = p.Load()
 	}
 	n, ok := l.Allow(time.Now(), retryLogEvery)
 	if !ok {
@@ -117,5 +119,5 @@ func (e *Elector) retryLog(c *candidacy, what string, err error) {
 	if c != nil {
 		key = c.key
 	}
-	e.log.Warn("etcd election: "+what+" failed; retrying", "name", e.name, "key", key, "err", err, "not_logged_since_last", n)
+	e.o.Logger.Warn("etcd election: "+what+" failed; retrying", "name", e.name, "key", key, "err", err, "not_logged_since_last", n)
 }

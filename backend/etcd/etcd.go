@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -38,7 +37,6 @@ type Elector struct {
 	name string
 	lay  layout
 	o    election.Options
-	log  *slog.Logger
 	sess *Session // the shared session, or nil: each candidacy has a lease of its own
 
 	gate    *skeleton.Gate  // one Campaign at a time; Close's signal
@@ -46,9 +44,9 @@ type Elector struct {
 	bg      context.Context // canceled by Close
 	stopBg  context.CancelFunc
 	wg      sync.WaitGroup
-	reads   atomic.Int64    // queue reads and claims issued while waiting (P9: a handover costs O(1) of them)
-	retries lograte.Limiter // log lines of retried errors outside a candidacy
-	seen    atomic.Uint64   // the highest token seen lead: Leader and Observe never report a lower one
+	reads   atomic.Int64                    // queue reads and claims issued while waiting (P9: a handover costs O(1) of them)
+	retries atomic.Pointer[lograte.Limiter] // log lines of retried errors outside a candidacy (made at the first)
+	seen    atomic.Uint64                   // the highest token seen lead: Leader and Observe never report a lower one
 
 	mu      sync.Mutex
 	closed  bool
@@ -218,7 +216,7 @@ func newElector(cli *clientv3.Client, s *Session, name string, opts []election.O
 	bg, stop := context.WithCancel(context.Background())
 	gate := skeleton.NewGate()
 	return &Elector{
-		cli: cli, name: name, lay: newLayout(name), o: o, log: o.Logger, sess: s,
+		cli: cli, name: name, lay: newLayout(name), o: o, sess: s,
 		gate: gate, closing: gate.Closing(), bg: bg, stopBg: stop,
 	}, nil
 }
@@ -959,10 +957,10 @@ func (e *Elector) releaseWith(ctx context.Context, c *candidacy, lease bool, t *
 			e.wg.Add(1)
 			go e.releaseShared(c)
 		}
-		e.log.Warn("etcd election: releasing a candidacy failed; it will be retried", "key", c.key, "lease", fmt.Sprintf("%016x", uint64(c.s.lease)), "err", err)
+		e.o.Logger.Warn("etcd election: releasing a candidacy failed; it will be retried", "key", c.key, "lease", fmt.Sprintf("%016x", uint64(c.s.lease)), "err", err)
 		return fmt.Errorf("etcd election: %s: %w (retried in the background; the keys go at the latest with the session)", what, err)
 	}
-	e.log.Warn("etcd election: releasing a candidacy failed; it will be retried, and its lease expires on its own", "key", c.key, "lease", fmt.Sprintf("%016x", uint64(c.s.lease)), "err", err)
+	e.o.Logger.Warn("etcd election: releasing a candidacy failed; it will be retried, and its lease expires on its own", "key", c.key, "lease", fmt.Sprintf("%016x", uint64(c.s.lease)), "err", err)
 	return fmt.Errorf("etcd election: %s: %w (the lease expires on its own within its TTL)", what, err)
 }
 

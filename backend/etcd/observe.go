@@ -74,7 +74,7 @@ func (e *Elector) observeLoop() {
 		resp, err := e.cli.Get(ctx, e.lay.leader(), clientv3.WithRange(e.lay.leadEnd()))
 		if err != nil {
 			if ctx.Err() == nil {
-				e.log.Warn("etcd election: observer read failed; retrying", "key", e.lay.leader(), "err", err)
+				e.o.Logger.Warn("etcd election: observer read failed; retrying", "key", e.lay.leader(), "err", err)
 			}
 			clock.Sleep(ctx, b.NextBackOff())
 			continue
@@ -115,7 +115,7 @@ func (e *Elector) observeFrom(ctx context.Context, rev int64, keys map[string]*m
 	for wr := range e.cli.Watch(wctx, e.lay.leader(), clientv3.WithRange(e.lay.leadEnd()), clientv3.WithRev(rev)) {
 		if err := wr.Err(); err != nil || wr.Canceled || wr.CompactRevision != 0 {
 			if ctx.Err() == nil {
-				e.log.Info("etcd election: observer watch broke; reading again", "key", e.lay.leader(), "err", err, "compact_revision", wr.CompactRevision)
+				e.o.Logger.Info("etcd election: observer watch broke; reading again", "key", e.lay.leader(), "err", err, "compact_revision", wr.CompactRevision)
 			}
 			return
 		}
@@ -144,7 +144,7 @@ func (e *Elector) publish(kv *mvccpb.KeyValue, warned map[int64]bool) {
 	if err != nil {
 		if !warned[kv.ModRevision] {
 			warned[kv.ModRevision] = true
-			e.log.Warn("etcd election: malformed leader key", "key", string(kv.Key), "mod_revision", kv.ModRevision, "reason", err.Error())
+			e.o.Logger.Warn("etcd election: malformed leader key", "key", string(kv.Key), "mod_revision", kv.ModRevision, "reason", err.Error())
 		}
 		e.obs.Set(election.Leader{})
 		return

@@ -147,7 +147,7 @@ func (p *preemption) preempt(token int64) bool {
 	ctx, cancel := context.WithTimeout(p.e.bg, 2*p.e.o.Window())
 	defer cancel()
 	if err := p.e.handOver(ctx, p.c, best.kv, id, cause); err != nil {
-		p.e.log.Warn("etcd election: handing over to a preempting candidate failed; the next leader comes from the normal order", "token", token, "to", id, "err", err)
+		p.e.o.Logger.Warn("etcd election: handing over to a preempting candidate failed; the next leader comes from the normal order", "token", token, "to", id, "err", err)
 	}
 	return true
 }

@@ -160,10 +160,10 @@ func (f *follower) request(ev *clientv3.Event, token int64) bool {
 		f.answer(ctx, ev.Kv, r, skeleton.NotWaiting(r.To), true)
 		return false
 	}
-	e.log.Info("etcd election: transferring the leadership as requested", "token", token, "to", w.ld.ID, "by", r.By)
+	e.o.Logger.Info("etcd election: transferring the leadership as requested", "token", token, "to", w.ld.ID, "by", r.By)
 	err = e.handOver(ctx, c, w.kv, w.ld.ID, fmt.Errorf("%w to %s, as %s requested", election.ErrTransferred, w.ld.ID, r.By))
 	if err != nil && !errors.Is(err, election.ErrClosed) {
-		e.log.Warn("etcd election: a requested transfer failed; the next leader comes from the normal order", "to", w.ld.ID, "err", err)
+		e.o.Logger.Warn("etcd election: a requested transfer failed; the next leader comes from the normal order", "to", w.ld.ID, "err", err)
 	}
 	return true
 }
@@ -176,6 +176,6 @@ func (f *follower) answer(ctx context.Context, kv *mvccpb.KeyValue, r record.Tra
 	_, err := f.e.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(f.e.lay.request()), "=", kv.ModRevision)).
 		Then(clientv3.OpPut(f.e.lay.request(), string(b))).Commit()
 	if err != nil {
-		f.e.log.Warn("etcd election: answering a transfer request failed", "err", err)
+		f.e.o.Logger.Warn("etcd election: answering a transfer request failed", "err", err)
 	}
 }

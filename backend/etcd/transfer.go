@@ -275,7 +275,7 @@ func (f *follower) checkHandover(token int64) bool {
 	switch {
 	case err != nil:
 		if c.ctx.Err() == nil {
-			e.log.Warn("etcd election: checking the leadership key of a hand-over failed; the guard reads it again before renewals count", "key", lkey, "token", token, "err", err)
+			e.o.Logger.Warn("etcd election: checking the leadership key of a hand-over failed; the guard reads it again before renewals count", "key", lkey, "token", token, "err", err)
 		}
 		// Fail closed: a key that never existed sends the watch no
 		// event. Renewals stop counting, and the guard opens its watch
@@ -334,7 +334,7 @@ func (f *follower) dropStaleTransfer(kv *mvccpb.KeyValue) bool {
 		return false
 	}
 	if resp.Succeeded {
-		e.log.Warn("etcd election: deleted a hand-over key whose target is gone", "key", e.lay.transfer(), "target", string(kv.Value))
+		e.o.Logger.Warn("etcd election: deleted a hand-over key whose target is gone", "key", e.lay.transfer(), "target", string(kv.Value))
 	}
 	return resp.Succeeded
 }

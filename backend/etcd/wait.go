@@ -669,7 +669,7 @@ func (f *follower) deleteUnleasedLeader(kv *mvccpb.KeyValue) {
 // a key put again meanwhile stays.
 func (f *follower) deleteUnleased(key string, kv *mvccpb.KeyValue, what string) {
 	e := f.e
-	e.log.Warn("etcd election: deleting "+what+" without a lease; this package never writes one", "key", string(kv.Key), "mod_revision", kv.ModRevision)
+	e.o.Logger.Warn("etcd election: deleting "+what+" without a lease; this package never writes one", "key", string(kv.Key), "mod_revision", kv.ModRevision)
 	_, err := e.commit(f.c.ctx, true, newTxn().
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision), clientv3.Compare(clientv3.LeaseValue(key), "=", 0)).
 		Then(clientv3.OpDelete(key)))
@@ -714,7 +714,7 @@ func (f *follower) warn(kv *mvccpb.KeyValue, msg string) {
 			f.warned = map[string]bool{}
 		}
 		f.warned[string(kv.Key)] = true
-		f.e.log.Warn("etcd election: "+msg, "key", string(kv.Key), "create_revision", kv.CreateRevision, "lease", fmt.Sprintf("%016x", uint64(kv.Lease)))
+		f.e.o.Logger.Warn("etcd election: "+msg, "key", string(kv.Key), "create_revision", kv.CreateRevision, "lease", fmt.Sprintf("%016x", uint64(kv.Lease)))
 	}
 }
 
