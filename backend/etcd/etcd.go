@@ -831,9 +831,20 @@ func (e *Elector) releaseTxn(c *candidacy) *txn {
 	if c.rev != 0 {
 		qcmp = clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)
 	}
-	lcmp := clientv3.Compare(clientv3.Value(lkey), "=", e.leaderRec(c)) // a claim or reservation whose reply was lost, or a reservation
+	// c's leader record, made once and only if needed: a leader's
+	// release compares its key's create revision.
+	rec := ""
+	recOf := func() string {
+		if rec == "" {
+			rec = e.leaderRec(c)
+		}
+		return rec
+	}
+	var lcmp clientv3.Cmp
 	if token != 0 {
 		lcmp = clientv3.Compare(clientv3.CreateRevision(lkey), "=", token)
+	} else {
+		lcmp = clientv3.Compare(clientv3.Value(lkey), "=", recOf()) // a claim or reservation whose reply was lost, or a reservation
 	}
 	delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
 	// A hand-over to c that c did not take goes with it.
@@ -847,7 +858,7 @@ func (e *Elector) releaseTxn(c *candidacy) *txn {
 		// A hand-over to c that c did not take yet (handOver names
 		// the key by c's arrival, whatever c's claim was called)
 		// goes with it too.
-		delH := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(h), "=", e.leaderRec(c)), clientv3.Compare(clientv3.LeaseValue(h), "=", c.s.lease)},
+		delH := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(h), "=", recOf()), clientv3.Compare(clientv3.LeaseValue(h), "=", c.s.lease)},
 			[]clientv3.Op{clientv3.OpDelete(h)}, nil)
 		then, orElse = append(then, delH), append(orElse, delH)
 	}
