@@ -41,7 +41,7 @@ type connWatch struct {
 	interval time.Duration // the shortest heartbeat interval of its leaders
 	next     *beatBatch    // the heartbeats not sent yet
 
-	nexts atomic.Int32 // candidates next in line on it (watchNext)
+	nexts atomic.Int32 // candidates waiting near the head on it (watchNext)
 	// The last confirmation of session confSid: a request sent at
 	// confAt that the ensemble's leader checked the session for and
 	// answered. syncing is closed when the sync in flight (sent at
