@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -147,14 +148,9 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	e.mu.Lock()
 	c.token = token // from now on release deletes the leader key by its create revision
 	e.mu.Unlock()
-	// The leader key and transfer requests, and the queue below c: its
-	// successor (succ.go).
-	f.watchRange(e.lay.queue(), after(e.lay.request()), "", token+1)
-	c.watched.Store(f.w.created)
-	// Opening the watch can take a while (with a user name, a new watch
-	// stream logs in first, a bcrypt check on a loaded member): the Term
-	// counts from the session's latest confirmed renewal, renewed first if
-	// the one c claimed with is stale by now, rather than begin expired.
+	// The Term counts from the session's latest confirmed renewal,
+	// renewed first if the one c claimed with is stale by now (a claim
+	// retried, a slow member), rather than begin expired.
 	if last, err := f.renewed(); err == nil && last.After(sent) {
 		sent = last
 	}
@@ -185,6 +181,16 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	c.settle()
 	e.wg.Add(1)
 	e.mu.Unlock()
+	// Campaign's caller goes first: it was readied by settle onto this
+	// goroutine's processor, and would otherwise wait for what follows
+	// (or for another processor to wake and take it).
+	runtime.Gosched()
+	// The leader key and transfer requests, and the queue below c: its
+	// successor (succ.go). The watch opens from the token on, so nothing
+	// since c's Term began is missed; renewals count once it is created
+	// (guard).
+	f.watchRange(e.lay.queue(), after(e.lay.request()), "", token+1)
+	c.watched.Store(f.w.created)
 	go e.renewLoop(c, lc)
 	return term.Err() == nil
 }

@@ -134,7 +134,33 @@ func (l layout) queueEnd() string { return l.prefix + queueDir[:len(queueDir)-1]
 
 // queueKey names a candidacy's queue key.
 func (l layout) queueKey(priority, seq int64, lease clientv3.LeaseID, nonce uint32) string {
-	return fmt.Sprintf("%s%016x%016x-%016x-%08x", l.queue(), uint64(priority)^(1<<63), ^uint64(seq), uint64(lease), nonce)
+	b := make([]byte, 0, len(l.prefix)+len(queueDir)+queueKeyLen)
+	b = append(append(b, l.prefix...), queueDir...)
+	b = appendHex(b, uint64(priority)^(1<<63), 16)
+	b = appendHex(b, ^uint64(seq), 16)
+	b = appendHex(append(b, '-'), uint64(lease), 16)
+	b = appendHex(append(b, '-'), uint64(nonce), 8)
+	return string(b)
+}
+
+// appendHex appends u as n lower-case hex digits, zero-padded (the low
+// n*4 bits of u): fmt's %0<n>x, without fmt on a release's path.
+func appendHex(b []byte, u uint64, n int) []byte {
+	const digits = "0123456789abcdef"
+	for i := n - 1; i >= 0; i-- {
+		b = append(b, digits[(u>>(4*uint(i)))&0xf])
+	}
+	return b
+}
+
+// lowerHex reports whether s is lower-case hex digits only.
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // leaderKey names the leadership key of the candidacy whose queue key is
@@ -142,13 +168,18 @@ func (l layout) queueKey(priority, seq int64, lease clientv3.LeaseID, nonce uint
 // sort in the order they were created, as long as each is named with a
 // revision at or above the create revision of every one that exists then.
 func (l layout) leaderKey(rev int64, qkey string) string {
-	return fmt.Sprintf("%s%016x%s", l.leader(), uint64(rev), qkey[len(l.queue())+32:])
+	tail := qkey[len(l.prefix)+len(queueDir)+32:]
+	b := make([]byte, 0, len(l.prefix)+len(leaderDir)+16+len(tail))
+	b = append(append(b, l.prefix...), leaderDir...)
+	return string(append(appendHex(b, uint64(rev), 16), tail...))
 }
 
 // leaderAt is the first name a leadership key named for revision rev can
 // have: every leadership key named for rev or later sorts at or after it.
 func (l layout) leaderAt(rev int64) string {
-	return fmt.Sprintf("%s%016x", l.leader(), uint64(rev))
+	b := make([]byte, 0, len(l.prefix)+len(leaderDir)+16)
+	b = append(append(b, l.prefix...), leaderDir...)
+	return string(appendHex(b, uint64(rev), 16))
 }
 
 // leaderLease returns the lease a leadership key's name carries, or an
@@ -158,10 +189,8 @@ func (l layout) leaderLease(key string) (int64, error) {
 	if !ok || len(s) != 16+1+16+1+8 || s[16] != '-' || s[33] != '-' {
 		return 0, fmt.Errorf("name is not %s<16 hex>-<16 hex lease>-<8 hex nonce>", l.leader())
 	}
-	for _, part := range []string{s[:16], s[17:33], s[34:]} {
-		if _, err := strconv.ParseUint(part, 16, 64); err != nil || part != strings.ToLower(part) {
-			return 0, fmt.Errorf("name is not %s<16 hex>-<16 hex lease>-<8 hex nonce>", l.leader())
-		}
+	if !lowerHex(s[:16]) || !lowerHex(s[17:33]) || !lowerHex(s[34:]) {
+		return 0, fmt.Errorf("name is not %s<16 hex>-<16 hex lease>-<8 hex nonce>", l.leader())
 	}
 	id, _ := strconv.ParseUint(s[17:33], 16, 64)
 	return int64(id), nil
@@ -197,10 +226,8 @@ func (l layout) queueLease(key string) (int64, error) {
 	if !ok || len(s) != queueKeyLen || s[32] != '-' || s[49] != '-' {
 		return 0, fmt.Errorf("name is not %s<32 hex>-<16 hex lease>-<8 hex nonce>", l.queue())
 	}
-	for _, part := range []string{s[:16], s[16:32], s[33:49], s[50:]} {
-		if _, err := strconv.ParseUint(part, 16, 64); err != nil || part != strings.ToLower(part) {
-			return 0, fmt.Errorf("name is not %s<32 hex>-<16 hex lease>-<8 hex nonce>", l.queue())
-		}
+	if !lowerHex(s[:32]) || !lowerHex(s[33:49]) || !lowerHex(s[50:]) {
+		return 0, fmt.Errorf("name is not %s<32 hex>-<16 hex lease>-<8 hex nonce>", l.queue())
 	}
 	id, _ := strconv.ParseUint(s[33:49], 16, 64)
 	return int64(id), nil

@@ -1,12 +1,15 @@
 package etcd
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/internal/record"
@@ -257,5 +260,37 @@ func TestWindowsBelowAKey(t *testing.T) {
 	}
 	if got := l.windowsBelow(l.queue()+"garbage", 2); !slices.Equal(got, []string{l.queue()}) {
 		t.Errorf("windows below a key without a rank = %q, want the one window from the queue's beginning", got)
+	}
+}
+
+// The names are formatted by hand (no fmt on a release's path): they are
+// what fmt's %016x and %08x write.
+func TestNamesMatchFmt(t *testing.T) {
+	l := newLayout("/svc/x")
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 1000 {
+		p, seq, lease, nonce := rng.Int64()-rng.Int64(), rng.Int64(), clientv3.LeaseID(rng.Int64()), rng.Uint32()
+		q := l.queueKey(p, seq, lease, nonce)
+		if want := fmt.Sprintf("%s%016x%016x-%016x-%08x", l.queue(), uint64(p)^(1<<63), ^uint64(seq), uint64(lease), nonce); q != want {
+			t.Fatalf("queueKey = %q, want %q", q, want)
+		}
+		rev := rng.Int64()
+		if got, want := l.leaderKey(rev, q), fmt.Sprintf("%s%016x%s", l.leader(), uint64(rev), q[len(l.queue())+32:]); got != want {
+			t.Fatalf("leaderKey = %q, want %q", got, want)
+		}
+		if got, want := l.leaderAt(rev), fmt.Sprintf("%s%016x", l.leader(), uint64(rev)); got != want {
+			t.Fatalf("leaderAt = %q, want %q", got, want)
+		}
+		if got, err := l.queueLease(q); err != nil || got != int64(lease) {
+			t.Fatalf("queueLease(%q) = %d, %v", q, got, err)
+		}
+		if got, err := l.leaderLease(l.leaderKey(rev, q)); err != nil || got != int64(lease) {
+			t.Fatalf("leaderLease = %d, %v", got, err)
+		}
+	}
+	for _, bad := range []string{"0000000000000000000000000000000A-0000000000000001-00000001", "000000000000000000000000000000g0-0000000000000001-00000001", "00000000000000000000000000000000-000000000000000F-00000001"} {
+		if _, err := l.queueLease(l.queue() + bad); err == nil {
+			t.Errorf("queueLease(%q) took a name that is not lower-case hex", bad)
+		}
 	}
 }

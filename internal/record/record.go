@@ -6,7 +6,6 @@
 package record
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/electkit/election"
@@ -26,22 +25,20 @@ type record struct {
 
 // Encode returns the record of the candidate o with value.
 func Encode(o election.Options, value []byte) []byte {
-	b, _ := json.Marshal(record{V: Version, ID: o.ID, Priority: o.Priority, Value: value}) // cannot fail: plain fields
-	return b
+	return encode(record{V: Version, ID: o.ID, Priority: o.Priority, Value: value})
 }
 
 // EncodeLeader returns the record of the candidate o with value, naming
 // key: the record of etcd's leader key, which says whose queue key it
 // stands for.
 func EncodeLeader(o election.Options, value []byte, key string) []byte {
-	b, _ := json.Marshal(record{V: Version, ID: o.ID, Priority: o.Priority, Value: value, Key: key})
-	return b
+	return encode(record{V: Version, ID: o.ID, Priority: o.Priority, Value: value, Key: key})
 }
 
 // Key returns the queue key a leader record names, or "".
 func Key(data []byte) string {
-	var r record
-	if json.Unmarshal(data, &r) != nil {
+	r, err := decode(data)
+	if err != nil {
 		return ""
 	}
 	return r.Key
@@ -51,8 +48,8 @@ func Key(data []byte) string {
 // Priority; no Token: that comes from the store), or what is wrong with
 // it, in words a MalformedKeyError or MalformedNodeError can carry.
 func Decode(data []byte) (election.Leader, error) {
-	var r record
-	if err := json.Unmarshal(data, &r); err != nil {
+	r, err := decode(data)
+	if err != nil {
 		return election.Leader{}, fmt.Errorf("not a candidate record: %v", err)
 	}
 	if r.V != Version {
@@ -69,8 +66,8 @@ func Decode(data []byte) (election.Leader, error) {
 
 // ID returns the candidate ID data names, or "" if data is not a record.
 func ID(data []byte) string {
-	var r record
-	if json.Unmarshal(data, &r) != nil {
+	r, err := decode(data)
+	if err != nil {
 		return ""
 	}
 	return r.ID
