@@ -59,7 +59,7 @@ func leaseMoved(kv *mvccpb.KeyValue, own clientv3.LeaseID) string {
 func (e *Elector) leaderEvent(c *candidacy, token int64, ev *clientv3.Event) error {
 	if ev.Type == clientv3.EventTypeDelete {
 		return fmt.Errorf("%w: leader key %s (token %d) was deleted at revision %d: another client deleted it or the election's prefix, or revoked lease %016x",
-			election.ErrSessionLost, c.lkey, token, ev.Kv.ModRevision, uint64(c.s.lease))
+			election.ErrSessionLost, e.lkeyOf(c), token, ev.Kv.ModRevision, uint64(c.s.lease))
 	}
 	return e.checkLeader(c, token, ev.Kv)
 }
@@ -82,7 +82,7 @@ func (e *Elector) checkLeader(c *candidacy, token int64, kv *mvccpb.KeyValue) er
 	if what == "" {
 		return nil
 	}
-	return fmt.Errorf("%w: leader key %s (token %d) %s", election.ErrSessionLost, c.lkey, token, what)
+	return fmt.Errorf("%w: leader key %s (token %d) %s", election.ErrSessionLost, e.lkeyOf(c), token, what)
 }
 
 // oust ends c because another client changed its keys: its Term at once
@@ -93,7 +93,7 @@ func (e *Elector) oust(c *candidacy, err error) {
 		return
 	}
 	e.o.Logger.Warn("etcd election: the candidate's keys were changed by another client; candidacy ended", "key", c.key, "err", err)
-	ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+	ctx, cancel := context.WithTimeout(e.background(), e.o.Window())
 	defer cancel()
 	_ = e.release(ctx, c, true) // logged; retried by the next Campaign, Resign or Close
 }

@@ -48,9 +48,9 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		// the Else reads only the first window (a write carries every
 		// branch, and etcd logs slow ones whole).
 		resp, err := e.commit(c.ctx, true, newTxn().
-			If(append(ownCmps, emptyIn(f.from, e.lay.queueEnd()))...).
+			If(append(ownCmps, emptyIn(f.fromKey(), e.lay.queueEnd()))...).
 			Then(put).
-			Else(e.nearOps(c, f.from)...))
+			Else(e.nearOps(c, f.fromKey())...))
 		if err != nil {
 			return nil, 0, sent, err
 		}
@@ -61,7 +61,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 	}
 	// Nothing queued above c: checked window by window (layout.nested),
 	// each window's check running only if the one below was empty.
-	nothingAbove := e.lay.nested(f.from,
+	nothingAbove := e.lay.nested(f.fromKey(),
 		func() []clientv3.Op { return []clientv3.Op{put} },
 		func(lo, hi string) []clientv3.Op {
 			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(aboveLimit))}
@@ -69,7 +69,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 	resp, err := e.commit(c.ctx, true, newTxn().
 		If(ownCmps...).
 		Then(nothingAbove).
-		Else(e.nearOps(c, f.from)...))
+		Else(e.nearOps(c, f.fromKey())...))
 	if err != nil {
 		return nil, 0, sent, err
 	}
@@ -85,7 +85,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		if len(rs) > 0 {
 			v.above = e.lay.dropMarks(rs[0].GetResponseRange().GetKvs(), 2)
 		}
-		v.last = depth == len(e.lay.windows(f.from))-1
+		v.last = depth == len(e.lay.windows(f.fromKey()))-1
 		return v, 0, sent, nil
 	}
 	return nil, resp.Header.Revision, sent, nil
@@ -94,7 +94,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 // leaderPut creates the leader key for c (in a transaction that checks
 // it is absent).
 func (e *Elector) leaderPut(c *candidacy) clientv3.Op {
-	return clientv3.OpPut(c.lkey, e.leaderRec(c), clientv3.WithLease(c.s.lease))
+	return clientv3.OpPut(e.lkeyOf(c), e.leaderRec(c), clientv3.WithLease(c.s.lease))
 }
 
 // leaderRec is the leader key's value as c creates it. It is made when a
@@ -130,10 +130,10 @@ func (f *follower) renewed() (time.Time, error) {
 // first window" for "nothing above" would watch up to the leader key and
 // wake at every handover.
 func (f *follower) nearOrLook(rev int64, rs []*pb.ResponseOp) (*view, int64, time.Time, error) {
-	v := f.e.nearView(rev, rs, f.from)
+	v := f.e.nearView(rev, rs, f.fromKey())
 	if v.own != nil && len(v.above) == 0 && !v.last {
 		var err error
-		if v, err = f.e.look(f.c.ctx, f.c, f.from, rev); err != nil {
+		if v, err = f.e.look(f.c.ctx, f.c, f.fromKey(), rev); err != nil {
 			return nil, 0, time.Time{}, err
 		}
 	}
@@ -159,16 +159,13 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	term, lc := backend.NewTerm(e.o, leader, sent)
 	var err error
 	e.mu.Lock()
-	select {
-	case <-c.lost:
+	switch {
+	case c.lostErr != nil:
 		err = c.lostErr
-	default:
-		switch {
-		case e.closed:
-			err = election.ErrClosed
-		case e.cand != c:
-			err = election.ErrResigned
-		}
+	case e.closed:
+		err = election.ErrClosed
+	case e.cand != c:
+		err = election.ErrResigned
 	}
 	if err != nil {
 		e.mu.Unlock()

@@ -83,7 +83,7 @@ func (e *Elector) finalErr(what string, err error) error {
 	if e.cli.Ctx().Err() != nil {
 		return fmt.Errorf("%w: %s: the etcd client was closed", election.ErrSessionLost, what)
 	}
-	return fmt.Errorf("%w: etcd election %s: %s: %w", election.ErrSessionLost, e.name, what, err)
+	return fmt.Errorf("%w: etcd election %s: %s: %w", election.ErrSessionLost, e.Name(), what, err)
 }
 
 // sessionErr wraps a final error of a session's request: with
@@ -119,5 +119,5 @@ func (e *Elector) retryLog(c *candidacy, what string, err error) {
 	if c != nil {
 		key = c.key
 	}
-	e.o.Logger.Warn("etcd election: "+what+" failed; retrying", "name", e.name, "key", key, "err", err, "not_logged_since_last", n)
+	e.o.Logger.Warn("etcd election: "+what+" failed; retrying", "name", e.Name(), "key", key, "err", err, "not_logged_since_last", n)
 }

@@ -34,15 +34,16 @@ const retryDelay = 50 * time.Millisecond
 // election.Elector; see the package doc for the protocol.
 type Elector struct {
 	cli  *clientv3.Client
-	name string
-	lay  layout
+	lay  layout // its prefix is the election's name and a slash (Name)
 	o    election.Options
 	sess *Session // the shared session, or nil: each candidacy has a lease of its own
 
-	gate    *skeleton.Gate  // one Campaign at a time; Close's signal
-	closing <-chan struct{} // gate.Closing()
-	bg      context.Context // canceled by Close
-	stopBg  context.CancelFunc
+	gate *skeleton.Gate // one Campaign at a time; Close's signal
+	// bg: the context of the Elector's background work (releases, reads
+	// that outlive a call), canceled by Close; made at its first use
+	// (background): most Electors of a sharded service never need it.
+	bg      atomic.Pointer[bgContext]
+	bgEnded atomic.Bool // Close has canceled bg, or will cancel it as it is made
 	wg      sync.WaitGroup
 	reads   atomic.Int64                    // queue reads and claims issued while waiting (P9: a handover costs O(1) of them)
 	retries atomic.Pointer[lograte.Limiter] // log lines of retried errors outside a candidacy (made at the first)
@@ -79,18 +80,20 @@ type candidacy struct {
 	key  string  // the queue key
 	rev  int64   // the queue key's create revision (0 until known)
 	seq  int64   // the arrival its queue key is named for
-	lkey string  // the leadership key it creates when it claims, or a hand-over creates for it (guarded by Elector.mu once queued)
 	next *nextUp // while it leads: a candidate of an earlier version that reserved after it, as its watch saw, or nil (guarded by Elector.mu)
 	// succ: while it leads, the queue key just below its own (its
 	// successor, succ.go), or nil if unknown (guarded by Elector.mu).
 	succ *mvccpb.KeyValue
 
-	stop     chan struct{} // closed when the candidacy is withdrawn
+	// ctx is canceled when the candidacy halts (withdrawn, lost, Close):
+	// its goroutines' requests and waits end with it. It is the
+	// candidacy's one signal of its end: a channel each for its stop and
+	// its loss would be two more per candidacy, and a process may hold
+	// thousands of them.
 	stopOnce sync.Once
-	ctx      context.Context // canceled with stop, and by Close: the candidacy's goroutines' requests
+	ctx      context.Context
 	cancel   context.CancelFunc
-	lost     chan struct{}                   // closed (once, under Elector.mu) when the session or a key is gone
-	lostErr  error                           // why, set before lost is closed
+	lostErr  error                           // why the session or a key is gone, once it is (set once, under Elector.mu, before the halt)
 	watched  atomic.Bool                     // the candidacy's watch covers its keys without a gap (see wait.go)
 	waiting  atomic.Bool                     // it waits on a live watch (follower.wait): its reads are done until the watch fires
 	retries  atomic.Pointer[lograte.Limiter] // log lines of retried errors (made at the first)
@@ -147,11 +150,11 @@ func (c *candidacy) settle() {
 
 func (c *candidacy) halt() {
 	c.stopOnce.Do(func() {
-		close(c.stop)
-		c.settle()
+		// ctx first: Campaign, woken by settle, reads the halt from it.
 		if c.cancel != nil {
 			c.cancel()
 		}
+		c.settle()
 		c.hookMu.Lock()
 		c.halted = true
 		hooks := c.hooks
@@ -213,16 +216,43 @@ func newElector(cli *clientv3.Client, s *Session, name string, opts []election.O
 	if err != nil {
 		return nil, err
 	}
-	bg, stop := context.WithCancel(context.Background())
-	gate := skeleton.NewGate()
-	return &Elector{
-		cli: cli, name: name, lay: newLayout(name), o: o, sess: s,
-		gate: gate, closing: gate.Closing(), bg: bg, stopBg: stop,
-	}, nil
+	return &Elector{cli: cli, lay: newLayout(name), o: o, sess: s, gate: skeleton.NewGate()}, nil
+}
+
+// bgContext is an Elector's background context and its cancel.
+type bgContext struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// background returns the context of the Elector's background work,
+// made at the first call; Close cancels it (stopBackground), whether
+// it was made before or after.
+func (e *Elector) background() context.Context {
+	if b := e.bg.Load(); b != nil {
+		return b.ctx
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if !e.bg.CompareAndSwap(nil, &bgContext{ctx: ctx, cancel: cancel}) {
+		cancel()
+		return e.bg.Load().ctx
+	}
+	if e.bgEnded.Load() {
+		cancel() // Close came first
+	}
+	return ctx
+}
+
+// stopBackground cancels the background context, now or as it is made.
+func (e *Elector) stopBackground() {
+	e.bgEnded.Store(true)
+	if b := e.bg.Load(); b != nil {
+		b.cancel()
+	}
 }
 
 // Name returns the election's name, the one given to New.
-func (e *Elector) Name() string { return e.name }
+func (e *Elector) Name() string { return e.lay.prefix[:len(e.lay.prefix)-1] }
 
 // ID returns the candidate's ID.
 func (e *Elector) ID() string { return e.o.ID }
@@ -265,12 +295,14 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Close ends the candidacy, which settles it: no case of its own
+	// (each case is a parked goroutine's sudog, and a process may hold
+	// thousands of waiting Campaign calls).
 	settled := false
 	select {
-	case <-c.settled: // elected, stopped or lost
+	case <-c.settled: // elected, stopped, lost or closed
 		settled = true
 	case <-ctx.Done():
-	case <-e.closing:
 	}
 	if settled {
 		e.mu.Lock()
@@ -284,7 +316,7 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	}
 	err = e.interrupted(ctx, c)
 	if err == nil || errors.Is(err, election.ErrResigned) {
-		// c stops (c.stop) when its Term ends by itself too, not only on
+		// c stops (halts) when its Term ends by itself too, not only on
 		// Resign: renewLoop withdraws it (a Term that expired as it
 		// began, or soon after), a hand-over ends it. The Term's own
 		// cause says why, then (Resign's is ErrResigned).
@@ -293,12 +325,12 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 		e.mu.Unlock()
 		if lc != nil {
 			if t := lc.Term(); t.Err() != nil {
-				err = fmt.Errorf("etcd election %s: the term of key %s (token %d) ended before Campaign returned it: %w", e.name, c.key, t.Token(), t.Err())
+				err = fmt.Errorf("etcd election %s: the term of key %s (token %d) ended before Campaign returned it: %w", e.Name(), c.key, t.Token(), t.Err())
 			}
 		}
 	}
 	if err == nil {
-		err = fmt.Errorf("%w: etcd election %s: the term of key %s ended as it began", election.ErrLeaseExpired, e.name, c.key)
+		err = fmt.Errorf("%w: etcd election %s: the term of key %s ended as it began", election.ErrLeaseExpired, e.Name(), c.key)
 	}
 	e.withdraw(c, election.ErrResigned, true) // a quitting waiter: its lease too, nothing hands over
 	return nil, err
@@ -323,7 +355,7 @@ func (e *Elector) start(ctx context.Context) (*candidacy, error) {
 			return c, err
 		}
 		e.retryLog(nil, "creating the queue key", err)
-		if err := (skeleton.Waiting{Closing: e.closing}).Pause(ctx, b.NextBackOff()); err != nil {
+		if err := (skeleton.Waiting{Closing: e.gate.Closing()}).Pause(ctx, b.NextBackOff()); err != nil {
 			return nil, err
 		}
 	}
@@ -371,7 +403,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 			return e.storeErr(ctx, what, err)
 		}
 		e.retryLog(nil, what, err)
-		if err := (skeleton.Waiting{Closing: e.closing}).Pause(ctx, b.NextBackOff()); err != nil {
+		if err := (skeleton.Waiting{Closing: e.gate.Closing()}).Pause(ctx, b.NextBackOff()); err != nil {
 			return err
 		}
 		return nil
@@ -408,7 +440,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 			read <- arrival{rev, led, res, err}
 		}()
 		for s == nil {
-			ps, rev, err := grantSession(ctx, e.bg, e.cli, e.o, true, &e.wg)
+			ps, rev, err := grantSession(ctx, e.background(), e.cli, e.o, true, &e.wg)
 			if err == nil {
 				s, seq = ps, rev
 				break
@@ -434,8 +466,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		}
 	}
 	nonce := s.nonce.Add(1)
-	c := &candidacy{s: s, key: e.lay.queueKey(e.o.Priority, seq, s.lease, nonce),
-		stop: make(chan struct{}), lost: make(chan struct{}), settled: make(chan struct{})}
+	c := &candidacy{s: s, key: e.lay.queueKey(e.o.Priority, seq, s.lease, nonce), settled: make(chan struct{})}
 	// c.ctx is not a child of e.bg: the children map a context keeps
 	// would stay with each Elector for good, and a process may hold
 	// thousands of them. Close halts the candidacy being queued (queuing)
@@ -458,7 +489,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	}()
 	// A session's loss names no election (a Session carries many): the
 	// candidacy's cause names its own.
-	if err := s.join(c, func(err error) { e.lose(c, fmt.Errorf("etcd election %s: %w", e.name, err)) }); err != nil {
+	if err := s.join(c, func(err error) { e.lose(c, fmt.Errorf("etcd election %s: %w", e.Name(), err)) }); err != nil {
 		c.halt()
 		return nil, err
 	}
@@ -503,12 +534,13 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	// first.
 	sent, lead := s.fresh(e.o.Window())
 	lead = lead && !led
-	var from string
+	var from, lkey string
 	var then []clientv3.Op
 	arrive := func(at int64) {
 		seq = at
 		c.key = e.lay.queueKey(e.o.Priority, seq, s.lease, nonce)
-		c.seq, c.lkey = seq, e.lay.leaderKey(seq, c.key)
+		c.seq = seq
+		lkey = e.lay.leaderKey(seq, c.key)
 		from = past(c.key)
 		then = append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, e.createOps(from)...)
 		if r := outranked; r != nil {
@@ -529,7 +561,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	for {
 		resp, err := e.commit(ctx, false, newTxn().
 			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0),
-				emptyIn(e.lay.leaderAt(seq), after(c.lkey)), emptyIn(e.lay.leaderAt(seq+1), e.lay.leadEnd())).
+				emptyIn(e.lay.leaderAt(seq), after(lkey)), emptyIn(e.lay.leaderAt(seq+1), e.lay.leadEnd())).
 			Then(then...))
 		if err == nil && resp.Succeeded {
 			c.rev = resp.Header.Revision
@@ -557,7 +589,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 			v.leader, v.second = leaders(resp.Responses[1])
 			behind := func(kv *mvccpb.KeyValue) bool {
 				n := string(kv.Key)
-				return n >= e.lay.leaderAt(seq) && n <= c.lkey || n >= e.lay.leaderAt(seq+1)
+				return n >= e.lay.leaderAt(seq) && n <= lkey || n >= e.lay.leaderAt(seq+1)
 			}
 			if v.own == nil && (v.leader != nil && behind(v.leader) || v.second != nil && behind(v.second)) {
 				lead, outranked = false, nil
@@ -604,10 +636,8 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 			case e.sess != nil && s.Err() != nil:
 				return nil, s.ended()
 			}
-			select {
-			case <-c.lost:
-				return nil, c.lostErr
-			default:
+			if lerr := e.lostErr(c); lerr != nil {
+				return nil, lerr
 			}
 			return nil, err
 		}
@@ -701,7 +731,14 @@ func (e *Elector) interrupted(ctx context.Context, c *candidacy) error {
 
 // waiting is what ends c's waits besides ctx.
 func (e *Elector) waiting(c *candidacy) skeleton.Waiting {
-	return skeleton.Waiting{Closing: e.closing, Stop: c.stop, Lost: c.lost, LostErr: func() error { return c.lostErr }}
+	return skeleton.Waiting{Closing: e.gate.Closing(), Stop: c.ctx.Done(), LostErr: func() error { return e.lostErr(c) }}
+}
+
+// lostErr is why the store took c (its session or a key is gone), or nil.
+func (e *Elector) lostErr(c *candidacy) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return c.lostErr
 }
 
 // forget drops c's Term, if it had one, from e.terms once its hooks are
@@ -720,15 +757,15 @@ func (e *Elector) forget(c *candidacy) {
 // one after this. It reports whether this call was the first: only the
 // first cause counts.
 func (e *Elector) lose(c *candidacy, err error) bool {
+	if err == nil {
+		err = election.ErrSessionLost // not reached: every caller names a cause
+	}
 	e.mu.Lock()
-	select {
-	case <-c.lost:
+	if c.lostErr != nil {
 		e.mu.Unlock()
 		return false
-	default:
 	}
 	c.lostErr = err
-	close(c.lost)
 	c.settle()
 	lc := c.lc
 	mine := e.cand == c
@@ -777,7 +814,7 @@ const releaseWait = 40 * time.Millisecond
 // so Close releases it too. Once the Elector is closed it releases at once
 // instead, bounded the same way.
 func (e *Elector) releaseLater(c *candidacy, lease bool) {
-	ctx, cancel := context.WithTimeout(e.bg, releaseWait)
+	ctx, cancel := context.WithTimeout(e.background(), releaseWait)
 	err := e.release(ctx, c, lease)
 	cancel()
 	if err == nil {
@@ -795,7 +832,7 @@ func (e *Elector) releaseLater(c *candidacy, lease bool) {
 	}
 	go func() {
 		defer e.wg.Done()
-		ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+		ctx, cancel := context.WithTimeout(e.background(), e.o.Window())
 		defer cancel()
 		_ = e.release(ctx, c, lease) // logged; retried by the next Campaign, Resign or Close
 	}()
@@ -825,26 +862,18 @@ func (e *Elector) releaseWithin(c *candidacy, lease bool) error {
 // and sends it after: the next candidate waits for it.
 func (e *Elector) releaseTxn(c *candidacy) *txn {
 	e.mu.Lock()
-	token, lkey, next, succ := c.token, c.lkey, c.reserved(), c.succ
+	token, next, succ := c.token, c.reserved(), c.succ
 	e.mu.Unlock()
+	lkey := e.lkeyOf(c)
 	qcmp := clientv3.Compare(clientv3.LeaseValue(c.key), "=", c.s.lease)
 	if c.rev != 0 {
 		qcmp = clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)
-	}
-	// c's leader record, made once and only if needed: a leader's
-	// release compares its key's create revision.
-	rec := ""
-	recOf := func() string {
-		if rec == "" {
-			rec = e.leaderRec(c)
-		}
-		return rec
 	}
 	var lcmp clientv3.Cmp
 	if token != 0 {
 		lcmp = clientv3.Compare(clientv3.CreateRevision(lkey), "=", token)
 	} else {
-		lcmp = clientv3.Compare(clientv3.Value(lkey), "=", recOf()) // a claim or reservation whose reply was lost, or a reservation
+		lcmp = clientv3.Compare(clientv3.Value(lkey), "=", e.leaderRec(c)) // a claim or reservation whose reply was lost, or a reservation
 	}
 	delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
 	// A hand-over to c that c did not take goes with it.
@@ -854,14 +883,6 @@ func (e *Elector) releaseTxn(c *candidacy) *txn {
 	delM := clientv3.OpDelete(e.lay.markKey(c.key))
 	then := []clientv3.Op{clientv3.OpDelete(lkey), delQ, delM, delT}
 	orElse := []clientv3.Op{delQ, delM, delT}
-	if h := e.lay.leaderKey(c.seq, c.key); h != lkey {
-		// A hand-over to c that c did not take yet (handOver names
-		// the key by c's arrival, whatever c's claim was called)
-		// goes with it too.
-		delH := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(h), "=", recOf()), clientv3.Compare(clientv3.LeaseValue(h), "=", c.s.lease)},
-			[]clientv3.Op{clientv3.OpDelete(h)}, nil)
-		then, orElse = append(then, delH), append(orElse, delH)
-	}
 	switch {
 	case token != 0 && next.key != "":
 		// A candidate of an earlier version of this package
@@ -983,7 +1004,7 @@ func (e *Elector) releaseShared(c *candidacy) {
 	b := backoff.NewExponentialBackOff(backoff.WithInitialInterval(retryDelay), backoff.WithMaxInterval(time.Second), backoff.WithMaxElapsedTime(0))
 	for {
 		select {
-		case <-e.bg.Done():
+		case <-e.background().Done():
 			return
 		case <-c.s.Done():
 			return
@@ -995,7 +1016,7 @@ func (e *Elector) releaseShared(c *candidacy) {
 		if done {
 			return
 		}
-		ctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+		ctx, cancel := context.WithTimeout(e.background(), e.o.Window())
 		err := e.release(ctx, c, false)
 		cancel()
 		if err == nil {
@@ -1021,7 +1042,7 @@ func (e *Elector) releasePending(ctx context.Context) {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			rctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+			rctx, cancel := context.WithTimeout(e.background(), e.o.Window())
 			for _, p := range pending {
 				if rctx.Err() != nil {
 					break
@@ -1154,7 +1175,7 @@ func (e *Elector) Close() error {
 		}
 	}
 	cancel()
-	e.stopBg()
+	e.stopBackground()
 	e.wg.Wait()
 	e.terms.EndAll(election.ErrClosed)
 	return nil
@@ -1169,5 +1190,5 @@ func (e *Elector) storeErr(ctx context.Context, what string, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return fmt.Errorf("etcd election %s: %s: %w", e.name, what, err)
+	return fmt.Errorf("etcd election %s: %s: %w", e.Name(), what, err)
 }

@@ -52,7 +52,7 @@ func (e *Elector) Fence(t *election.Term) (clientv3.Cmp, error) {
 		return clientv3.Cmp{}, fmt.Errorf("%w: %s ended: %w", election.ErrNotLeader, t, err)
 	}
 	// Over the leadership keys up to c's own: c's alone, at its token.
-	return clientv3.Compare(clientv3.CreateRevision(e.lay.leader()), "=", int64(t.Token())).WithRange(after(c.lkey)), nil
+	return clientv3.Compare(clientv3.CreateRevision(e.lay.leader()), "=", int64(t.Token())).WithRange(after(e.lkeyOf(c))), nil
 }
 
 // FenceKey returns t's leadership key, the last key of the range Fence
@@ -68,7 +68,7 @@ func (e *Elector) FenceKey(t *election.Term) (string, error) {
 	if err := t.Err(); err != nil {
 		return "", fmt.Errorf("%w: %s ended: %w", election.ErrNotLeader, t, err)
 	}
-	return c.lkey, nil
+	return e.lkeyOf(c), nil
 }
 
 // Proclaim publishes value as the leader's Value without a new election:
@@ -91,17 +91,17 @@ func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) 
 	if err := t.Err(); err != nil {
 		return fmt.Errorf("%w: %w", election.ErrNotLeader, err)
 	}
-	tok := int64(t.Token())
+	tok, lkey := int64(t.Token()), e.lkeyOf(c)
 	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(c.lkey), "=", tok),
-			clientv3.Compare(clientv3.LeaseValue(c.lkey), "=", c.s.lease)).
-		Then(clientv3.OpPut(c.lkey, string(record.EncodeLeader(e.o, value, c.key)), clientv3.WithLease(c.s.lease))).
+		If(clientv3.Compare(clientv3.CreateRevision(lkey), "=", tok),
+			clientv3.Compare(clientv3.LeaseValue(lkey), "=", c.s.lease)).
+		Then(clientv3.OpPut(lkey, string(record.EncodeLeader(e.o, value, c.key)), clientv3.WithLease(c.s.lease))).
 		Commit()
 	if err != nil {
-		return e.storeErr(ctx, "proclaiming on "+c.lkey, err)
+		return e.storeErr(ctx, "proclaiming on "+lkey, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: leader key %s (token %d) is gone", election.ErrNotLeader, c.lkey, tok)
+		return fmt.Errorf("%w: leader key %s (token %d) is gone", election.ErrNotLeader, lkey, tok)
 	}
 	return nil
 }

@@ -583,3 +583,20 @@ func walkNested(r *pb.ResponseOp) (rs []*pb.ResponseOp, claimed bool, depth int)
 		r = t.Responses[0]
 	}
 }
+
+// lkeyOf names c's leadership key: the one it creates when it claims, or
+// a hand-over creates for it, named for its arrival either way. It is
+// made when needed: an idle waiter keeps no copy.
+func (e *Elector) lkeyOf(c *candidacy) string { return e.lay.leaderKey(c.seq, c.key) }
+
+// isLeaderKey reports whether key is leaderKey(rev, qkey), without
+// making that name: a leader's guard asks it of every event it sees.
+func (l layout) isLeaderKey(key string, rev int64, qkey string) bool {
+	head := len(l.prefix) + len(leaderDir)
+	tail := qkey[len(l.prefix)+len(queueDir)+32:]
+	if len(key) != head+16+len(tail) || key[:len(l.prefix)] != l.prefix || key[len(l.prefix):head] != leaderDir || key[head+16:] != tail {
+		return false
+	}
+	var hex [16]byte
+	return string(appendHex(hex[:0], uint64(rev), 16)) == key[head:head+16]
+}

@@ -294,3 +294,17 @@ func TestNamesMatchFmt(t *testing.T) {
 		}
 	}
 }
+
+func TestIsLeaderKey(t *testing.T) {
+	l := newLayout("/svc/x")
+	q := l.queueKey(3, 77, 0xabc, 9)
+	if !l.isLeaderKey(l.leaderKey(77, q), 77, q) {
+		t.Error("isLeaderKey refused leaderKey's own name")
+	}
+	other := l.queueKey(3, 77, 0xabd, 9)
+	for _, k := range []string{l.leaderKey(78, q), l.leaderKey(77, other), l.leaderKey(77, q) + "x", "/svc/y/" + l.leaderKey(77, q)[len("/svc/x/"):], "", q} {
+		if l.isLeaderKey(k, 77, q) {
+			t.Errorf("isLeaderKey(%q) = true", k)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -76,12 +77,12 @@ func (f *follower) guard(token int64) {
 						continue
 					}
 					var err error
-					switch string(ev.Kv.Key) {
-					case c.key:
+					switch key := string(ev.Kv.Key); {
+					case key == c.key:
 						err = e.ownEvent(c, ev)
-					case c.lkey:
+					case e.lay.isLeaderKey(key, c.seq, c.key):
 						err = e.leaderEvent(c, token, ev)
-					case e.lay.request():
+					case key == e.lay.request():
 						if f.request(ev, token) {
 							return // handed over
 						}
@@ -135,7 +136,7 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 			}
 			continue
 		}
-		ops := []clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(c.lkey)}
+		ops := []clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(e.lkeyOf(c))}
 		if p.on() {
 			// The candidates above c, of higher priority (preemption).
 			ops = append(ops, clientv3.OpGet(past(c.key), clientv3.WithRange(e.lay.queueEnd())))
@@ -225,11 +226,12 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 	defer e.forget(c)
 	t := lc.Term()
 	// Retries of a failed renewal come fast (the Term's deadline runs),
-	// but not together with every other leader's on the session.
-	b := retryBackoff(c.s.interval / 4)
+	// but not together with every other leader's on the session. The
+	// backoff is made at the first failure: most Terms never see one.
+	var b *backoff.ExponentialBackOff
 	for {
 		select {
-		case <-c.stop:
+		case <-c.ctx.Done():
 			return
 		case <-t.Done():
 			e.withdraw(c, t.Err(), false)
@@ -248,8 +250,13 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 			}
 			lc.Renewed(sent, counted)
 			if err == nil || c.s.Err() != nil {
-				b.Reset()
+				if b != nil {
+					b.Reset()
+				}
 				break
+			}
+			if b == nil {
+				b = retryBackoff(c.s.interval / 4)
 			}
 			e.retryLog(c, "renewing the lease", err)
 			if e.pause(t.Context(), c, b.NextBackOff()) != nil {

@@ -63,11 +63,11 @@ func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
 	if e.obs == nil {
 		e.obs = watch.NewFeed() // made at the first Observe: most Electors never observe
 	}
-	return e.obs.Stream(ctx, e.closing, &e.wg, e.observeLoop)
+	return e.obs.Stream(ctx, e.gate.Closing(), &e.wg, e.observeLoop)
 }
 
 func (e *Elector) observeLoop() {
-	ctx := e.bg
+	ctx := e.background()
 	warned := map[int64]bool{}
 	b := retryBackoff(maxRetryWait)
 	for ctx.Err() == nil {

@@ -144,7 +144,7 @@ func (p *preemption) preempt(token int64) bool {
 	}
 	pr, _ := p.e.lay.queuePriority(string(best.kv.Key))
 	cause := fmt.Errorf("%w: %s (priority %d, above %d) waited %v", election.ErrPreempted, id, pr, p.mine, p.hold)
-	ctx, cancel := context.WithTimeout(p.e.bg, 2*p.e.o.Window())
+	ctx, cancel := context.WithTimeout(p.e.background(), 2*p.e.o.Window())
 	defer cancel()
 	if err := p.e.handOver(ctx, p.c, best.kv, id, cause); err != nil {
 		p.e.o.Logger.Warn("etcd election: handing over to a preempting candidate failed; the next leader comes from the normal order", "token", token, "to", id, "err", err)

@@ -42,7 +42,7 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 		keys[string(kv.Key)] = kv
 	}
 	if len(resp.Kvs) == 0 {
-		return election.Leader{}, fmt.Errorf("%w: no transfer to request in %s", election.ErrNoLeader, e.name)
+		return election.Leader{}, fmt.Errorf("%w: no transfer to request in %s", election.ErrNoLeader, e.Name())
 	}
 	cur, _, err := e.lay.decodeLeader(resp.Kvs[0], 0)
 	if err != nil {
@@ -66,7 +66,7 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 	last := mine // the request key's revision as last seen: this request, or the leader's answer
 	defer func() {
 		// The request goes, unless another one replaced it.
-		dctx, cancel := context.WithTimeout(e.bg, e.o.Window())
+		dctx, cancel := context.WithTimeout(e.background(), e.o.Window())
 		defer cancel()
 		e.cli.Txn(dctx).If(clientv3.Compare(clientv3.ModRevision(e.lay.request()), "=", last)).
 			Then(clientv3.OpDelete(e.lay.request())).Commit() //nolint:errcheck // a stale request is ignored by every leader but the one it names
@@ -74,7 +74,7 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 	bound := 2 * e.o.Window()
 	wctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	stop := context.AfterFunc(e.bg, cancel)
+	stop := context.AfterFunc(e.background(), cancel)
 	defer stop()
 	ch := e.cli.Watch(clientv3.WithRequireLeader(wctx), e.lay.leader(), clientv3.WithRange(after(e.lay.request())), clientv3.WithRev(mine+1))
 	for wr := range ch {
@@ -130,7 +130,7 @@ func (e *Elector) RequestTransfer(ctx context.Context, to string) (election.Lead
 	switch {
 	case ctx.Err() != nil:
 		return election.Leader{}, ctx.Err()
-	case e.bg.Err() != nil:
+	case e.background().Err() != nil:
 		return election.Leader{}, election.ErrClosed
 	}
 	return election.Leader{}, fmt.Errorf("%w: %s did not hand over within %v (does it run a version that takes transfer requests?)", election.ErrTransferFailed, cur, bound)
@@ -149,7 +149,7 @@ func (f *follower) request(ev *clientv3.Event, token int64) bool {
 		return false
 	}
 	e, c := f.e, f.c
-	ctx, cancel := context.WithTimeout(e.bg, 2*e.o.Window())
+	ctx, cancel := context.WithTimeout(e.background(), 2*e.o.Window())
 	defer cancel()
 	w, ok, err := e.target(ctx, c, r.To)
 	if err != nil {

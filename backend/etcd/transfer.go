@@ -136,7 +136,7 @@ func (e *Elector) Transfer(ctx context.Context, t *election.Term, to string, fal
 		return e.storeErr(ctx, "reading the queue for a transfer", err)
 	}
 	if !ok {
-		err := fmt.Errorf("%w: transfer of %s's leadership of %s: %s", election.ErrNoCandidate, e.o.ID, e.name, skeleton.NotWaiting(to))
+		err := fmt.Errorf("%w: transfer of %s's leadership of %s: %s", election.ErrNoCandidate, e.o.ID, e.Name(), skeleton.NotWaiting(to))
 		if fallback == election.StepDown {
 			return errors.Join(err, e.Resign(ctx))
 		}
@@ -201,24 +201,24 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	// Else and is made again, a few times at most.
 	for try := 0; ; try++ {
 		cmps := []clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(e.lay.leader()), "=", token).WithRange(after(c.lkey)), // c leads: its key is the first
+			clientv3.Compare(clientv3.CreateRevision(e.lay.leader()), "=", token).WithRange(after(e.lkeyOf(c))), // c leads: its key is the first
 			clientv3.Compare(clientv3.CreateRevision(tkey), "=", target.CreateRevision),
 			clientv3.Compare(clientv3.LeaseValue(tkey), "=", target.Lease),
 			clientv3.Compare(clientv3.CreateRevision(e.lay.transfer()), "=", 0),
 		}
-		ops := []clientv3.Op{clientv3.OpDelete(c.lkey), clientv3.OpDelete(c.key), clientv3.OpDelete(e.lay.markKey(c.key))}
+		ops := []clientv3.Op{clientv3.OpDelete(e.lkeyOf(c)), clientv3.OpDelete(c.key), clientv3.OpDelete(e.lay.markKey(c.key))}
 		switch {
 		case next.key == tkey:
 			// The target reserved after c: it leads on the deletion of
 			// c's key; the touch of its queue key wakes the one behind it.
-			cmps = append(cmps, emptyIn(after(c.lkey), next.lkey), clientv3.Compare(clientv3.LeaseValue(next.lkey), "=", next.lease), emptyIn(after(next.lkey), e.lay.leadEnd()))
+			cmps = append(cmps, emptyIn(after(e.lkeyOf(c)), next.lkey), clientv3.Compare(clientv3.LeaseValue(next.lkey), "=", next.lease), emptyIn(after(next.lkey), e.lay.leadEnd()))
 			ops = append(ops, touch)
 		case next.lkey != "":
 			// Another candidate's reservation goes: the target leads next.
-			cmps = append(cmps, emptyIn(after(c.lkey), next.lkey), emptyIn(after(next.lkey), e.lay.leadEnd()))
+			cmps = append(cmps, emptyIn(after(e.lkeyOf(c)), next.lkey), emptyIn(after(next.lkey), e.lay.leadEnd()))
 			ops = append(ops, clientv3.OpDelete(next.lkey), put, mark)
 		default:
-			cmps = append(cmps, emptyIn(after(c.lkey), e.lay.leadEnd()))
+			cmps = append(cmps, emptyIn(after(e.lkeyOf(c)), e.lay.leadEnd()))
 			ops = append(ops, put, mark)
 		}
 		resp, err = e.cli.Txn(ctx).If(cmps...).Then(ops...).Else(e.lay.leadersOp()).Commit()
@@ -259,7 +259,7 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 func (f *follower) checkHandover(token int64) bool {
 	e, c := f.e, f.c
 	e.mu.Lock()
-	lkey := c.lkey
+	lkey := e.lkeyOf(c)
 	e.mu.Unlock()
 	// The count-only read makes the transaction linearizable: etcd serves
 	// one of Compares alone from the member it reaches, which may not
@@ -308,7 +308,7 @@ func (f *follower) claimHandoff() (*view, int64, time.Time, error) {
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
 		clientv3.Compare(clientv3.Value(e.lay.transfer()), "=", c.key),
 	).Then(e.leaderPut(c), clientv3.OpDelete(e.lay.transfer())).
-		Else(e.nearOps(c, f.from)...))
+		Else(e.nearOps(c, f.fromKey())...))
 	if err != nil {
 		return nil, 0, sent, err
 	}

@@ -105,7 +105,7 @@ type follower struct {
 	e      *Elector
 	c      *candidacy
 	w      *rangeWatch
-	from   string          // where the read of the queue above c begins: past keys without a lease
+	from   string          // where the read of the queue above c begins, past keys without a lease; "" for past(c.key) (fromKey)
 	floor  int64           // the revision of a deletion the next read must have seen
 	warned map[string]bool // made at the first warning
 	// touched: c's own key was put again by another hand, its lease kept —
@@ -159,11 +159,21 @@ func (e *Elector) follow(c *candidacy, v *view, token int64, sent time.Time) {
 	// A leader from its create claimed an empty election: the queue below
 	// it fills from then on, which its watch shows; any other reads its
 	// successor once it leads (succ.go).
-	f := &follower{e: e, c: c, from: past(c.key), needSucc: token == 0}
+	f := &follower{e: e, c: c, needSucc: token == 0}
 	if v == nil {
 		f.floor = c.rev // a serializable read that has seen c's key will do
 	}
 	f.run(v, token, sent)
+}
+
+// fromKey is where the read of the queue above c begins: past c's key
+// and its mark, or past keys without a lease above them. It is made when
+// a read needs it: an idle waiter keeps no copy of its key's name.
+func (f *follower) fromKey() string {
+	if f.from == "" {
+		return past(f.c.key)
+	}
+	return f.from
 }
 
 // run runs the candidacy until it parks or ends.
@@ -246,9 +256,6 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				// after its event. c reads the key once its Term has
 				// begun (checkHandover).
 				f.handedAt, f.touched = 0, false
-				e.mu.Lock()
-				c.lkey = e.lay.leaderKey(c.seq, c.key) // its release deletes it from now on
-				e.mu.Unlock()
 				released := f.released
 				f.released = false
 				sent, err := f.renewed()
@@ -272,7 +279,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				// put have been missed).
 				f.touched, f.claimNext = false, false
 			}
-			v, f.from = nil, past(c.key)
+			v, f.from = nil, ""
 			continue
 		}
 		if claim, handoff := f.claimNext, f.handoffNext; claim || handoff {
@@ -297,7 +304,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			v = nv
 		}
 		if v == nil {
-			nv, err := e.look(c.ctx, c, f.from, f.floor)
+			nv, err := e.look(c.ctx, c, f.fromKey(), f.floor)
 			f.floor = 0
 			if err != nil {
 				if f.failed("reading the queue", err) {
@@ -312,7 +319,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			e.oust(c, err)
 			return 0, time.Time{}, false
 		}
-		if l := v.leader; l != nil && (string(l.Key) == c.lkey || string(l.Key) == e.lay.leaderKey(c.seq, c.key)) && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
+		if l := v.leader; l != nil && string(l.Key) == e.lkeyOf(c) && l.Lease == int64(c.s.lease) && record.Key(l.Value) == c.key && record.ID(l.Value) == e.o.ID {
 			// The leader key is c's own: a hand-over to c (handOver
 			// created it), or a claim (or a create that claimed) whose
 			// reply was lost. c leads, and confirms it (confirmHandover).
@@ -323,9 +330,6 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				}
 				continue
 			}
-			e.mu.Lock()
-			c.lkey = string(l.Key) // a hand-over names it by c's arrival
-			e.mu.Unlock()
 			f.confirm = true
 			return l.CreateRevision, sent, false
 		}
@@ -690,7 +694,7 @@ func (f *follower) failed(what string, err error) bool {
 		return true
 	}
 	if errors.Is(err, election.ErrLeaseExpired) {
-		e.lose(c, fmt.Errorf("etcd election %s: %s for %s: %w", e.name, what, c.key, err))
+		e.lose(c, fmt.Errorf("etcd election %s: %s for %s: %w", e.Name(), what, c.key, err))
 		return true
 	}
 	if e.isFinal(err) {
@@ -701,7 +705,7 @@ func (f *follower) failed(what string, err error) bool {
 		// etcd no longer knows the lease: the session, and every
 		// candidacy on it, is lost.
 		c.s.end(fmt.Errorf("%w: etcd session lease %016x expired or was revoked", election.ErrSessionLost, uint64(c.s.lease)))
-		e.lose(c, fmt.Errorf("%w: etcd election %s: %s for %s: lease %016x expired or was revoked", election.ErrSessionLost, e.name, what, c.key, uint64(c.s.lease)))
+		e.lose(c, fmt.Errorf("%w: etcd election %s: %s for %s: lease %016x expired or was revoked", election.ErrSessionLost, e.Name(), what, c.key, uint64(c.s.lease)))
 		return true
 	}
 	e.retryLog(c, what, err)

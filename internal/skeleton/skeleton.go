@@ -18,16 +18,21 @@ import (
 
 // Gate lets one Campaign run at a time and carries Close's signal. The
 // zero Gate is not usable; make one with NewGate.
+//
+// A Gate is a few words until something waits on it: its channels are
+// made by the first Enter that has to wait, and by Closing. A process
+// may hold thousands of Electors, each with its Gate, and most never see
+// two Campaign calls at once.
 type Gate struct {
-	sem     chan struct{}
-	closing chan struct{}
-	once    sync.Once
+	mu      sync.Mutex
+	busy    bool          // a Campaign is in (or Drain shut it)
+	closed  bool          // Close has begun
+	left    chan struct{} // made by an Enter that waits; closed by the next Leave
+	closing chan struct{} // made by Closing or Close; closed by Close
 }
 
 // NewGate returns an open Gate.
-func NewGate() *Gate {
-	return &Gate{sem: make(chan struct{}, 1), closing: make(chan struct{})}
-}
+func NewGate() *Gate { return &Gate{} }
 
 // Enter waits for the Campaign before this one to leave. It returns
 // ctx.Err() if ctx ends first (or has ended), election.ErrClosed once
@@ -40,14 +45,46 @@ func (g *Gate) Enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	select {
-	case g.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-g.closing:
-		return election.ErrClosed
+	for {
+		g.mu.Lock()
+		if g.closed {
+			g.mu.Unlock()
+			return election.ErrClosed
+		}
+		if !g.busy {
+			g.busy = true
+			g.mu.Unlock()
+			return nil
+		}
+		left, closing := g.leftLocked(), g.closingLocked()
+		g.mu.Unlock()
+		select {
+		case <-left:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-closing:
+			return election.ErrClosed
+		}
 	}
+}
+
+// leftLocked returns the channel the next Leave closes; g.mu is held.
+func (g *Gate) leftLocked() chan struct{} {
+	if g.left == nil {
+		g.left = make(chan struct{})
+	}
+	return g.left
+}
+
+// closingLocked returns the channel Close closes; g.mu is held.
+func (g *Gate) closingLocked() chan struct{} {
+	if g.closing == nil {
+		g.closing = make(chan struct{})
+		if g.closed {
+			close(g.closing)
+		}
+	}
+	return g.closing
 }
 
 // CheckContext refuses a nil ctx: every method that takes one returns this
@@ -61,18 +98,58 @@ func CheckContext(ctx context.Context) error {
 }
 
 // Leave lets the next Campaign in.
-func (g *Gate) Leave() { <-g.sem }
+func (g *Gate) Leave() {
+	g.mu.Lock()
+	g.busy = false
+	if g.left != nil {
+		close(g.left) // the waiters try again
+		g.left = nil
+	}
+	g.mu.Unlock()
+}
 
 // Close signals Close: Closing is closed and Enter refuses from now on.
 // Calling it again does nothing.
-func (g *Gate) Close() { g.once.Do(func() { close(g.closing) }) }
+func (g *Gate) Close() {
+	g.mu.Lock()
+	if !g.closed {
+		g.closed = true
+		if g.closing != nil {
+			close(g.closing)
+		}
+	}
+	g.mu.Unlock()
+}
 
 // Closing is closed once Close has begun.
-func (g *Gate) Closing() <-chan struct{} { return g.closing }
+func (g *Gate) Closing() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closingLocked()
+}
+
+// Closed reports whether Close has begun, without making a channel.
+func (g *Gate) Closed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
+}
 
 // Drain waits for the Campaign running when Close began, if any, to leave,
 // and keeps the gate shut for good. Call it after Close, once.
-func (g *Gate) Drain() { g.sem <- struct{}{} }
+func (g *Gate) Drain() {
+	for {
+		g.mu.Lock()
+		if !g.busy {
+			g.busy = true
+			g.mu.Unlock()
+			return
+		}
+		left := g.leftLocked()
+		g.mu.Unlock()
+		<-left
+	}
+}
 
 // Terms is the set of an Elector's Terms whose hooks may still run (their
 // lease clocks). A Term is added when it begins and forgotten once it has
@@ -128,14 +205,17 @@ func (ts *Terms) EndAll(cause error) {
 
 // Waiting is what ends a wait of a candidacy besides its ctx: Close, the
 // candidacy withdrawn (Stop), and the store taking it (Lost, with LostErr
-// saying why). A nil channel never fires.
+// saying why). A nil channel never fires. With Lost nil, LostErr alone
+// says whether the store took it (nil while it has not): for a backend
+// whose candidacy stops when it is lost, so that Stop fires then.
 type Waiting struct {
 	Closing, Stop, Lost <-chan struct{}
 	LostErr             func() error
 }
 
 // Interrupted reports why waiting must stop, or nil: election.ErrClosed
-// after Close, LostErr() once Lost is closed, election.ErrResigned once
+// after Close, LostErr() once Lost is closed (or, with Lost nil, once it
+// is not nil), election.ErrResigned once
 // Stop is, else ctx.Err(); checked in that order.
 func (w Waiting) Interrupted(ctx context.Context) error {
 	select {
@@ -143,10 +223,16 @@ func (w Waiting) Interrupted(ctx context.Context) error {
 		return election.ErrClosed
 	default:
 	}
-	select {
-	case <-w.Lost:
-		return w.LostErr()
-	default:
+	if w.Lost != nil {
+		select {
+		case <-w.Lost:
+			return w.LostErr()
+		default:
+		}
+	} else if w.LostErr != nil {
+		if err := w.LostErr(); err != nil {
+			return err
+		}
 	}
 	select {
 	case <-w.Stop:

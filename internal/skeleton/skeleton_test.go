@@ -123,6 +123,17 @@ func TestWaiting(t *testing.T) {
 		if err := w.Interrupted(ctx); !errors.Is(err, election.ErrClosed) {
 			t.Errorf("after Close: %v, want ErrClosed", err)
 		}
+		// LostErr alone (no Lost channel): the loss counts once it says
+		// one, ahead of Stop.
+		var gone error
+		w2 := Waiting{Stop: stop, LostErr: func() error { return gone }}
+		if err := w2.Interrupted(context.Background()); !errors.Is(err, election.ErrResigned) {
+			t.Errorf("LostErr nil, Stop closed: %v, want ErrResigned", err)
+		}
+		gone = errLost
+		if err := w2.Pause(context.Background(), time.Hour); err != errLost {
+			t.Errorf("LostErr set, Stop closed: %v, want LostErr's", err)
+		}
 		cancel()
 		if err := (Waiting{}).Pause(ctx, time.Hour); !errors.Is(err, context.Canceled) {
 			t.Errorf("zero Waiting, ctx canceled: %v", err)
@@ -144,4 +155,48 @@ func TestNilContext(t *testing.T) {
 	if err := CheckContext(context.Background()); err != nil {
 		t.Errorf("CheckContext(Background) = %v", err)
 	}
+}
+
+// A Gate makes its channels only when something waits on it, and Closing
+// is closed whether it was made before Close or after.
+func TestGateChannelsOnDemand(t *testing.T) {
+	g := NewGate()
+	ctx := context.Background()
+	for range 3 {
+		if err := g.Enter(ctx); err != nil {
+			t.Fatal(err)
+		}
+		g.Leave()
+	}
+	if g.left != nil || g.closing != nil || g.Closed() {
+		t.Errorf("an uncontended Gate made channels (left %v, closing %v) or reads as closed", g.left != nil, g.closing != nil)
+	}
+	before := g.Closing()
+	select {
+	case <-before:
+		t.Fatal("Closing is closed before Close")
+	default:
+	}
+	g.Close()
+	if !g.Closed() {
+		t.Error("Closed() = false after Close")
+	}
+	for i, ch := range []<-chan struct{}{before, g.Closing(), closedGate(t).Closing()} {
+		select {
+		case <-ch:
+		default:
+			t.Errorf("Closing channel %d is open after Close", i)
+		}
+	}
+}
+
+// closedGate is a Gate closed before anything asked for Closing.
+func closedGate(t *testing.T) *Gate {
+	t.Helper()
+	g := NewGate()
+	g.Close()
+	if g.closing != nil {
+		t.Error("Close made a channel no one asked for")
+	}
+	return g
 }
