@@ -47,7 +47,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		// Compare reads every key of its range: cheap while empty), and
 		// the Else reads only the first window (a write carries every
 		// branch, and etcd logs slow ones whole).
-		resp, err := e.commit(c.ctx, true, newTxn().
+		resp, err := e.commit(c.ctx(), true, newTxn().
 			If(append(ownCmps, emptyIn(f.fromKey(), e.lay.queueEnd()))...).
 			Then(put).
 			Else(e.nearOps(c, f.fromKey())...))
@@ -66,7 +66,7 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		func(lo, hi string) []clientv3.Op {
 			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(aboveLimit))}
 		})
-	resp, err := e.commit(c.ctx, true, newTxn().
+	resp, err := e.commit(c.ctx(), true, newTxn().
 		If(ownCmps...).
 		Then(nothingAbove).
 		Else(e.nearOps(c, f.fromKey())...))
@@ -111,7 +111,7 @@ func (f *follower) renewed() (time.Time, error) {
 	if sent, ok := s.fresh(f.e.o.Window()); ok {
 		return sent, nil
 	}
-	if _, err := s.renew(f.c.ctx); err != nil {
+	if _, err := s.renew(f.c.ctx()); err != nil {
 		if last := s.lastRenewed(); s.private && clock.Since(last) > s.TTL() {
 			// The candidacy's own lease: no renewal went through for a
 			// whole TTL (its keepalives cannot reach etcd), so etcd has
@@ -133,7 +133,7 @@ func (f *follower) nearOrLook(rev int64, rs []*pb.ResponseOp) (*view, int64, tim
 	v := f.e.nearView(rev, rs, f.fromKey())
 	if v.own != nil && len(v.above) == 0 && !v.last {
 		var err error
-		if v, err = f.e.look(f.c.ctx, f.c, f.fromKey(), rev); err != nil {
+		if v, err = f.e.look(f.c.ctx(), f.c, f.fromKey(), rev); err != nil {
 			return nil, 0, time.Time{}, err
 		}
 	}

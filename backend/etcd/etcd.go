@@ -85,14 +85,13 @@ type candidacy struct {
 	// successor, succ.go), or nil if unknown (guarded by Elector.mu).
 	succ *mvccpb.KeyValue
 
-	// ctx is canceled when the candidacy halts (withdrawn, lost, Close):
-	// its goroutines' requests and waits end with it. It is the
-	// candidacy's one signal of its end: a channel each for its stop and
-	// its loss would be two more per candidacy, and a process may hold
-	// thousands of them.
+	// The candidacy is the context of its goroutines' requests and waits
+	// (ctx, context.go): done once it halts (withdrawn, lost, Close). It
+	// is the candidacy's one signal of its end: a channel each for its
+	// stop and its loss would be two more per candidacy, and a process
+	// may hold thousands of them.
 	stopOnce sync.Once
-	ctx      context.Context
-	cancel   context.CancelFunc
+	done     chan struct{}                   // Done's channel, made at the first call (guarded by hookMu)
 	lostErr  error                           // why the session or a key is gone, once it is (set once, under Elector.mu, before the halt)
 	watched  atomic.Bool                     // the candidacy's watch covers its keys without a gap (see wait.go)
 	waiting  atomic.Bool                     // it waits on a live watch (follower.wait): its reads are done until the watch fires
@@ -107,9 +106,10 @@ type candidacy struct {
 	keyGone     bool  // its keys were deleted; only a private lease is left to revoke (guarded by Elector.mu)
 	retrying    bool  // releaseShared runs for it (guarded by Elector.mu)
 
-	// What halt calls besides canceling ctx (whenHalted): a context's
-	// children or AfterFuncs would give each candidacy a map of them
-	// for good, and a process may hold thousands of candidacies.
+	// What halt calls (whenHalted, AfterFunc): the cancels of the
+	// contexts derived from the candidacy (context.go) and the wakers of
+	// a parked wait. A context's map of children would stay with each
+	// candidacy for good, and a process may hold thousands of them.
 	hookMu sync.Mutex
 	hooks  []*func()
 	halted bool
@@ -130,14 +130,7 @@ func (c *candidacy) whenHalted(f func()) (forget func()) {
 	return func() {
 		c.hookMu.Lock()
 		defer c.hookMu.Unlock()
-		if i := slices.Index(c.hooks, h); i >= 0 {
-			// slices.Delete clears the freed slot: the backing array
-			// keeps no func (and what it holds) alive.
-			c.hooks = slices.Delete(c.hooks, i, i+1)
-			if len(c.hooks) == 0 {
-				c.hooks = nil
-			}
-		}
+		c.dropHook(h)
 	}
 }
 
@@ -150,16 +143,16 @@ func (c *candidacy) settle() {
 
 func (c *candidacy) halt() {
 	c.stopOnce.Do(func() {
-		// ctx first: Campaign, woken by settle, reads the halt from it.
-		if c.cancel != nil {
-			c.cancel()
-		}
-		c.settle()
+		// Done first: Campaign, woken by settle, reads the halt from it.
 		c.hookMu.Lock()
 		c.halted = true
+		if c.done != nil {
+			close(c.done)
+		}
 		hooks := c.hooks
 		c.hooks = nil
 		c.hookMu.Unlock()
+		c.settle()
 		for _, h := range hooks {
 			(*h)()
 		}
@@ -467,11 +460,8 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	}
 	nonce := s.nonce.Add(1)
 	c := &candidacy{s: s, key: e.lay.queueKey(e.o.Priority, seq, s.lease, nonce), settled: make(chan struct{})}
-	// c.ctx is not a child of e.bg: the children map a context keeps
-	// would stay with each Elector for good, and a process may hold
-	// thousands of them. Close halts the candidacy being queued (queuing)
-	// as it ends the current one.
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	// Close halts the candidacy being queued (queuing) as it ends the
+	// current one.
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
@@ -731,7 +721,7 @@ func (e *Elector) interrupted(ctx context.Context, c *candidacy) error {
 
 // waiting is what ends c's waits besides ctx.
 func (e *Elector) waiting(c *candidacy) skeleton.Waiting {
-	return skeleton.Waiting{Closing: e.gate.Closing(), Stop: c.ctx.Done(), LostErr: func() error { return e.lostErr(c) }}
+	return skeleton.Waiting{Closing: e.gate.Closing(), Stop: c.Done(), LostErr: func() error { return e.lostErr(c) }}
 }
 
 // lostErr is why the store took c (its session or a key is gone), or nil.

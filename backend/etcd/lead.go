@@ -33,7 +33,7 @@ func (f *follower) guard(token int64) {
 	// taken from (its creation, a change of c's keys) while it is out.
 	var rd *succRead
 	var succRetry <-chan time.Time
-	for c.ctx.Err() == nil {
+	for c.ctx().Err() == nil {
 		if f.w == nil {
 			rev, ok := f.rewatch(token, p)
 			if !ok {
@@ -50,7 +50,7 @@ func (f *follower) guard(token int64) {
 			rdDone = rd.done
 		}
 		select {
-		case <-c.ctx.Done():
+		case <-c.ctx().Done():
 			return
 		case <-rdDone:
 			if f.endSuccRead(rd) {
@@ -110,10 +110,10 @@ func (f *follower) guard(token int64) {
 			if werr != nil {
 				c.watched.Store(false)
 				f.closeWatch()
-				if c.ctx.Err() == nil {
+				if c.ctx().Err() == nil {
 					e.retryLog(c, "watching the leader key", werr)
 				}
-				if e.pause(c.ctx, c, f.nextRetry()) != nil {
+				if e.pause(c.ctx(), c, f.nextRetry()) != nil {
 					return
 				}
 			}
@@ -127,7 +127,7 @@ func (f *follower) guard(token int64) {
 // revision, or false if the candidacy ended.
 func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 	e, c := f.e, f.c
-	for c.ctx.Err() == nil {
+	for c.ctx().Err() == nil {
 		f.closeWatch()
 		f.w = &rangeWatch{start: e.lay.queue(), end: after(e.lay.request()), mw: muxOf(e.cli).watch(e.lay.queue(), after(e.lay.request()), 0)}
 		if err := f.awaitCreated(); err != nil {
@@ -141,7 +141,7 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 			// The candidates above c, of higher priority (preemption).
 			ops = append(ops, clientv3.OpGet(past(c.key), clientv3.WithRange(e.lay.queueEnd())))
 		}
-		resp, err := e.commit(c.ctx, true, newTxn().Then(ops...))
+		resp, err := e.commit(c.ctx(), true, newTxn().Then(ops...))
 		if err != nil {
 			if f.failed("checking the leader key", err) {
 				return 0, false
@@ -181,8 +181,8 @@ func (f *follower) awaitCreated() error {
 	mw := f.w.mw
 	for {
 		select {
-		case <-f.c.ctx.Done():
-			return f.c.ctx.Err()
+		case <-f.c.ctx().Done():
+			return f.c.ctx().Err()
 		case <-mw.readyC():
 		}
 		mw.mu.Lock()
@@ -231,7 +231,7 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 	var b *backoff.ExponentialBackOff
 	for {
 		select {
-		case <-c.ctx.Done():
+		case <-c.ctx().Done():
 			return
 		case <-t.Done():
 			e.withdraw(c, t.Err(), false)

@@ -254,7 +254,7 @@ func (rd *succRead) note(ev *clientv3.Event) {
 func (f *follower) endSuccRead(rd *succRead) (retry bool) {
 	e, c := f.e, f.c
 	if rd.err != nil {
-		if c.ctx.Err() != nil {
+		if c.ctx().Err() != nil {
 			return false
 		}
 		e.retryLog(c, "reading the candidate next in line", rd.err)

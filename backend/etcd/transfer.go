@@ -274,7 +274,7 @@ func (f *follower) checkHandover(token int64) bool {
 		Then(clientv3.OpGet(lkey, clientv3.WithCountOnly())))
 	switch {
 	case err != nil:
-		if c.ctx.Err() == nil {
+		if c.ctx().Err() == nil {
 			e.o.Logger.Warn("etcd election: checking the leadership key of a hand-over failed; the guard reads it again before renewals count", "key", lkey, "token", token, "err", err)
 		}
 		// Fail closed: a key that never existed sends the watch no
@@ -302,7 +302,7 @@ func (f *follower) claimHandoff() (*view, int64, time.Time, error) {
 	if err != nil {
 		return nil, 0, time.Time{}, err
 	}
-	resp, err := e.commit(c.ctx, true, newTxn().If(
+	resp, err := e.commit(c.ctx(), true, newTxn().If(
 		e.lay.noLeader(),
 		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
 		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
@@ -328,7 +328,7 @@ func (f *follower) dropStaleTransfer(kv *mvccpb.KeyValue) bool {
 	if named := string(kv.Value); strings.HasPrefix(named, e.lay.queue()) {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(named), "=", 0))
 	}
-	resp, err := e.commit(c.ctx, true, newTxn().If(cmps...).Then(clientv3.OpDelete(e.lay.transfer())))
+	resp, err := e.commit(c.ctx(), true, newTxn().If(cmps...).Then(clientv3.OpDelete(e.lay.transfer())))
 	if err != nil {
 		f.failed("deleting a stale hand-over key", err)
 		return false

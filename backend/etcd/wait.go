@@ -240,7 +240,7 @@ func (f *follower) watchRange(start, end, skip string, rev int64) {
 // what wakes it.
 func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) {
 	e, c := f.e, f.c
-	for c.ctx.Err() == nil {
+	for c.ctx().Err() == nil {
 		if f.inWait {
 			claim, err, parked := f.wait(f.waitRev, f.waitPoll)
 			if parked {
@@ -304,7 +304,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			v = nv
 		}
 		if v == nil {
-			nv, err := e.look(c.ctx, c, f.fromKey(), f.floor)
+			nv, err := e.look(c.ctx(), c, f.fromKey(), f.floor)
 			f.floor = 0
 			if err != nil {
 				if f.failed("reading the queue", err) {
@@ -440,7 +440,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 	// c's own (a release handing over to c, succ.go).
 	goneAt, mineAt := int64(0), int64(0)
 	for {
-		if f.c.ctx.Err() != nil {
+		if f.c.ctx().Err() != nil {
 			return false, nil, false
 		}
 		f.pmu.Lock()
@@ -553,7 +553,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 			// after a pause: a watch that breaks as it opens (no
 			// leader in the cluster, a member going away) must not
 			// make every waiter read the queue as fast as it can.
-			f.e.pause(f.c.ctx, f.c, f.nextRetry()) //nolint:errcheck // the loop checks the candidacy
+			f.e.pause(f.c.ctx(), f.c, f.nextRetry()) //nolint:errcheck // the loop checks the candidacy
 			return false, nil, false
 		}
 		f.c.waiting.Store(f.w.created)
@@ -674,7 +674,7 @@ func (f *follower) deleteUnleasedLeader(kv *mvccpb.KeyValue) {
 func (f *follower) deleteUnleased(key string, kv *mvccpb.KeyValue, what string) {
 	e := f.e
 	e.o.Logger.Warn("etcd election: deleting "+what+" without a lease; this package never writes one", "key", string(kv.Key), "mod_revision", kv.ModRevision)
-	_, err := e.commit(f.c.ctx, true, newTxn().
+	_, err := e.commit(f.c.ctx(), true, newTxn().
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision), clientv3.Compare(clientv3.LeaseValue(key), "=", 0)).
 		Then(clientv3.OpDelete(key)))
 	if err != nil {
@@ -686,7 +686,7 @@ func (f *follower) deleteUnleased(key string, kv *mvccpb.KeyValue, what string) 
 // final error ends it (true); anything else is logged and waited out.
 func (f *follower) failed(what string, err error) bool {
 	e, c := f.e, f.c
-	if c.ctx.Err() != nil {
+	if c.ctx().Err() != nil {
 		return true
 	}
 	if errors.Is(err, election.ErrSessionLost) {
@@ -709,7 +709,7 @@ func (f *follower) failed(what string, err error) bool {
 		return true
 	}
 	e.retryLog(c, what, err)
-	return e.pause(c.ctx, c, f.nextRetry()) != nil
+	return e.pause(c.ctx(), c, f.nextRetry()) != nil
 }
 
 func (f *follower) warn(kv *mvccpb.KeyValue, msg string) {
