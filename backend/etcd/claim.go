@@ -148,9 +148,23 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	e.mu.Lock()
 	c.token = token // from now on release deletes the leader key by its create revision
 	e.mu.Unlock()
+	// The leader key and transfer requests, and the queue below c: its
+	// successor (succ.go). The watch opens from the token on, so nothing
+	// since c's Term began is missed; renewals count once it is created
+	// (guard). It opens after the Term has begun (below), off Campaign's
+	// path, unless the client has no watch stream yet: opening one can
+	// take a while (with a user name, a new stream logs in first, a
+	// bcrypt check on a loaded member), which the Term's first window
+	// should not pay.
+	early := !muxOf(e.cli).live()
+	if early {
+		f.watchRange(e.lay.queue(), after(e.lay.request()), "", token+1)
+		c.watched.Store(f.w.created)
+	}
 	// The Term counts from the session's latest confirmed renewal,
 	// renewed first if the one c claimed with is stale by now (a claim
-	// retried, a slow member), rather than begin expired.
+	// retried, a slow member, a stream's login), rather than begin
+	// expired.
 	if last, err := f.renewed(); err == nil && last.After(sent) {
 		sent = last
 	}
@@ -182,12 +196,10 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	// goroutine's processor, and would otherwise wait for what follows
 	// (or for another processor to wake and take it).
 	runtime.Gosched()
-	// The leader key and transfer requests, and the queue below c: its
-	// successor (succ.go). The watch opens from the token on, so nothing
-	// since c's Term began is missed; renewals count once it is created
-	// (guard).
-	f.watchRange(e.lay.queue(), after(e.lay.request()), "", token+1)
-	c.watched.Store(f.w.created)
+	if !early {
+		f.watchRange(e.lay.queue(), after(e.lay.request()), "", token+1)
+		c.watched.Store(f.w.created)
+	}
 	go e.renewLoop(c, lc)
 	return term.Err() == nil
 }

@@ -12,9 +12,12 @@ import (
 // request made under it leaves behind (the context package never shrinks
 // it), for as long as the candidacy lasts; a process may hold thousands
 // of idle ones. A candidacy makes its channel at the first Done, and a
-// context derived from it (a request's) hangs on its halt hooks
-// (AfterFunc, which the context package uses for a parent that has it),
-// a slice emptied as they go.
+// context derived from it hangs on its halt hooks (AfterFunc, which the
+// context package uses for a parent that has it), a slice emptied as
+// they go. A request sent alone gets a context of its own, hung there
+// the same way (limiter.sendAlone): the client wraps the context it is
+// given before gRPC derives the request's, and the context package
+// watches a parent it cannot see through with a goroutine.
 
 var _ context.Context = (*candidacy)(nil)
 

@@ -87,3 +87,48 @@ func TestCandidacyContext(t *testing.T) {
 		}
 	})
 }
+
+// A request under a candidacy's context gets one of its own: ended by the
+// halt, leaving no hook once answered, and no goroutine watching a
+// wrapper of the candidacy (the client wraps what it is given in its
+// metadata before gRPC derives the request's context).
+func TestRequestContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &candidacy{settled: make(chan struct{})}
+		hooks := func() int {
+			c.hookMu.Lock()
+			defer c.hookMu.Unlock()
+			return len(c.hooks)
+		}
+		ctx, done := requestCtx(c.ctx())
+		if _, ok := ctx.(*candidacy); ok {
+			t.Fatal("requestCtx gave the candidacy itself")
+		}
+		// What gRPC does with it, after the client's metadata.
+		type key struct{}
+		grpcCtx, cancel := context.WithCancel(context.WithValue(ctx, key{}, "md"))
+		if hooks() != 1 {
+			t.Errorf("%d halt hooks during a request, want 1", hooks())
+		}
+		cancel()
+		done()
+		if hooks() != 0 {
+			t.Errorf("%d halt hooks after the request, want 0", hooks())
+		}
+		_ = grpcCtx
+		// A request in flight ends with the halt.
+		ctx, done = requestCtx(c.ctx())
+		defer done()
+		c.halt()
+		if ctx.Err() == nil {
+			t.Error("a request's context outlived the candidacy's halt")
+		}
+		// Any other context is used as is.
+		bg := context.Background()
+		if got, done := requestCtx(bg); got != bg {
+			t.Error("requestCtx replaced a context that is not a candidacy's")
+		} else {
+			done()
+		}
+	})
+}

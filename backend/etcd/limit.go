@@ -294,8 +294,35 @@ func (l *limiter) sendAlone(c *call) error {
 		kept, err = l.sendWrite(c)
 		return err
 	}
-	c.header, c.resp, c.err = l.alone(c.ctx, c)
+	ctx, done := requestCtx(c.ctx)
+	defer done()
+	c.header, c.resp, c.err = l.alone(ctx, c)
 	return c.err
+}
+
+// afterFuncer is a context that runs a func when it is done, as a
+// candidacy does (context.go).
+type afterFuncer interface {
+	AfterFunc(func()) (stop func() bool)
+}
+
+// requestCtx returns the context to send a request under ctx with, and
+// what to call once it is answered. Under a candidacy's context
+// (context.go) the request gets a context of its own, which the
+// candidacy's halt ends: the client wraps the context it is given (its
+// metadata) before gRPC derives the request's from it, and the context
+// package would watch such a wrapper with a goroutine per request.
+func requestCtx(ctx context.Context) (context.Context, func()) {
+	a, ok := ctx.(afterFuncer)
+	if !ok {
+		return ctx, func() {}
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	stop := a.AfterFunc(cancel)
+	return rctx, func() {
+		stop()
+		cancel()
+	}
 }
 
 // sendWrite sends c, a write of an election, alone. Should c's ctx end

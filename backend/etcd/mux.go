@@ -106,6 +106,21 @@ func (m *watchMux) watch(key, end string, rev int64) *muxWatch {
 	return w
 }
 
+// live reports whether the client's watch stream is open: a watch made
+// now goes out at once, with no stream to open (and, with a user name,
+// no login) first.
+func (m *watchMux) live() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.stream
+	if st == nil {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.err == nil
+}
+
 // open returns the live stream, opening one if there is none.
 func (m *watchMux) open() (*muxStream, error) {
 	m.mu.Lock()

@@ -16,19 +16,20 @@ import (
 	"github.com/electkit/election/backend"
 )
 
-// Gate lets one Campaign run at a time and carries Close's signal. The
-// zero Gate is not usable; make one with NewGate.
+// Gate lets one Campaign run at a time, first come first served, and
+// carries Close's signal. The zero Gate is not usable; make one with
+// NewGate.
 //
-// A Gate is a few words until something waits on it: its channels are
-// made by the first Enter that has to wait, and by Closing. A process
-// may hold thousands of Electors, each with its Gate, and most never see
-// two Campaign calls at once.
+// A Gate is a few words until something waits on it: a waiting Enter
+// makes its own channel, and Closing makes Close's. A process may hold
+// thousands of Electors, each with its Gate, and most never see two
+// Campaign calls at once.
 type Gate struct {
 	mu      sync.Mutex
-	busy    bool          // a Campaign is in (or Drain shut it)
-	closed  bool          // Close has begun
-	left    chan struct{} // made by an Enter that waits; closed by the next Leave
-	closing chan struct{} // made by Closing or Close; closed by Close
+	busy    bool            // a Campaign is in (or Drain shut it)
+	closed  bool            // Close has begun
+	waiters []chan struct{} // in arrival order; Leave hands the gate to the first by closing its channel
+	closing chan struct{}   // made by Closing or Close; closed by Close
 }
 
 // NewGate returns an open Gate.
@@ -45,35 +46,38 @@ func (g *Gate) Enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	for {
-		g.mu.Lock()
-		if g.closed {
-			g.mu.Unlock()
-			return election.ErrClosed
-		}
-		if !g.busy {
-			g.busy = true
-			g.mu.Unlock()
-			return nil
-		}
-		left, closing := g.leftLocked(), g.closingLocked()
+	g.mu.Lock()
+	if g.closed {
 		g.mu.Unlock()
-		select {
-		case <-left:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-closing:
-			return election.ErrClosed
-		}
+		return election.ErrClosed
 	}
-}
-
-// leftLocked returns the channel the next Leave closes; g.mu is held.
-func (g *Gate) leftLocked() chan struct{} {
-	if g.left == nil {
-		g.left = make(chan struct{})
+	if !g.busy {
+		g.busy = true
+		g.mu.Unlock()
+		return nil
 	}
-	return g.left
+	turn := make(chan struct{})
+	g.waiters = append(g.waiters, turn)
+	closing := g.closingLocked()
+	g.mu.Unlock()
+	var err error
+	select {
+	case <-turn:
+		return nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-closing:
+		err = election.ErrClosed
+	}
+	g.mu.Lock()
+	if i := slices.Index(g.waiters, turn); i >= 0 {
+		g.waiters = slices.Delete(g.waiters, i, i+1)
+		g.mu.Unlock()
+		return err
+	}
+	g.mu.Unlock()
+	g.Leave() // handed the gate as it gave up: it goes on to the next
+	return err
 }
 
 // closingLocked returns the channel Close closes; g.mu is held.
@@ -97,13 +101,19 @@ func CheckContext(ctx context.Context) error {
 	return nil
 }
 
-// Leave lets the next Campaign in.
+// Leave lets the next Campaign in: the one that has waited longest, if
+// any.
 func (g *Gate) Leave() {
 	g.mu.Lock()
-	g.busy = false
-	if g.left != nil {
-		close(g.left) // the waiters try again
-		g.left = nil
+	if len(g.waiters) > 0 {
+		turn := g.waiters[0]
+		g.waiters = slices.Delete(g.waiters, 0, 1)
+		if len(g.waiters) == 0 {
+			g.waiters = nil
+		}
+		close(turn) // the gate stays busy: it is the waiter's now
+	} else {
+		g.busy = false
 	}
 	g.mu.Unlock()
 }
@@ -138,17 +148,16 @@ func (g *Gate) Closed() bool {
 // Drain waits for the Campaign running when Close began, if any, to leave,
 // and keeps the gate shut for good. Call it after Close, once.
 func (g *Gate) Drain() {
-	for {
-		g.mu.Lock()
-		if !g.busy {
-			g.busy = true
-			g.mu.Unlock()
-			return
-		}
-		left := g.leftLocked()
+	g.mu.Lock()
+	if !g.busy {
+		g.busy = true
 		g.mu.Unlock()
-		<-left
+		return
 	}
+	turn := make(chan struct{})
+	g.waiters = append(g.waiters, turn)
+	g.mu.Unlock()
+	<-turn
 }
 
 // Terms is the set of an Elector's Terms whose hooks may still run (their

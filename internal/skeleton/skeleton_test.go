@@ -168,8 +168,8 @@ func TestGateChannelsOnDemand(t *testing.T) {
 		}
 		g.Leave()
 	}
-	if g.left != nil || g.closing != nil || g.Closed() {
-		t.Errorf("an uncontended Gate made channels (left %v, closing %v) or reads as closed", g.left != nil, g.closing != nil)
+	if g.waiters != nil || g.closing != nil || g.Closed() {
+		t.Errorf("an uncontended Gate made channels (waiters %d, closing %v) or reads as closed", len(g.waiters), g.closing != nil)
 	}
 	before := g.Closing()
 	select {
@@ -199,4 +199,50 @@ func closedGate(t *testing.T) *Gate {
 		t.Error("Close made a channel no one asked for")
 	}
 	return g
+}
+
+// The Campaign that has waited longest goes next; one that gives up
+// leaves its place, and a handover it races with goes on to the next.
+func TestGateFirstComeFirstServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := NewGate()
+		ctx := context.Background()
+		if err := g.Enter(ctx); err != nil {
+			t.Fatal(err)
+		}
+		order := make(chan int, 3)
+		quit, cancel := context.WithCancel(ctx)
+		for i := range 3 {
+			c := ctx
+			if i == 1 {
+				c = quit // gives up while it waits
+			}
+			go func() {
+				if err := g.Enter(c); err != nil {
+					order <- -i
+					return
+				}
+				order <- i
+			}()
+			synctest.Wait() // each queued before the next comes
+		}
+		cancel()
+		if got := <-order; got != -1 {
+			t.Fatalf("the canceled waiter: %d, want -1", got)
+		}
+		for _, want := range []int{0, 2} {
+			g.Leave()
+			if got := <-order; got != want {
+				t.Fatalf("entered: %d, want %d", got, want)
+			}
+		}
+		g.Leave()
+		if err := g.Enter(ctx); err != nil {
+			t.Fatalf("Enter on a free gate: %v", err)
+		}
+		g.Leave()
+		if g.waiters != nil || g.busy {
+			t.Errorf("after all left: %d waiters, busy %v", len(g.waiters), g.busy)
+		}
+	})
 }
