@@ -230,11 +230,12 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 	// backoff is made at the first failure: most Terms never see one.
 	var b *backoff.ExponentialBackOff
 	for {
+		// A leading candidacy halts only with its Term ended first (end,
+		// lose), so the Term's end is the one case to wait on besides the
+		// ticks: each case is a parked goroutine's sudog, per leader.
 		select {
-		case <-c.ctx().Done():
-			return
 		case <-t.Done():
-			e.withdraw(c, t.Err(), false)
+			e.withdraw(c, t.Err(), false) // nothing if it was withdrawn already
 			return
 		case <-c.s.ticks():
 		}

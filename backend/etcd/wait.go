@@ -75,6 +75,15 @@ type rangeWatch struct {
 	ahead []string
 }
 
+// keyBefore returns key, sharing the memory of the range's end when that
+// is after(key): a waiter keeps the name of the key ahead of it once.
+func (w *rangeWatch) keyBefore(key string) string {
+	if e := w.end; len(e) == len(key)+1 && e[len(key)] == 0 && e[:len(key)] == key {
+		return e[:len(key)]
+	}
+	return key
+}
+
 // stillAhead applies ev to w.ahead and reports whether it leaves c
 // waiting as before: a candidate's key created in the range, or one of
 // several keys ahead deleted. Anything else wakes c, as before.
@@ -371,7 +380,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				ahead = first
 			}
 			if ahead != "" {
-				f.w.ahead = []string{ahead}
+				f.w.ahead = []string{f.w.keyBefore(ahead)}
 			}
 		case v.old != nil:
 			f.warn(v.old, "a candidate key of the previous key layout may lead this election; waiting until it is gone")
@@ -657,7 +666,7 @@ func (f *follower) narrow(rev int64) {
 		skip = "" // past the new range's end
 	}
 	f.watchSkipping(after(near), skip, rev+1)
-	f.w.ahead = []string{near}
+	f.w.ahead = []string{f.w.keyBefore(near)}
 	f.c.waiting.Store(false) // until the new watch is created
 }
 
