@@ -58,20 +58,29 @@ func (c *candidacy) Err() error {
 // reporting whether it did. The context package calls it for each
 // context derived from c.
 func (c *candidacy) AfterFunc(f func()) (stop func() bool) {
-	c.hookMu.Lock()
-	if c.halted {
-		c.hookMu.Unlock()
+	stop, ok := c.addHook(f)
+	if !ok {
 		go f()
-		return func() bool { return false }
+	}
+	return stop
+}
+
+// addHook adds f to c's halt hooks and returns what removes it again
+// (reporting whether it was still there), or false, adding nothing, if
+// c has halted already: the caller runs f itself.
+func (c *candidacy) addHook(f func()) (stop func() bool, ok bool) {
+	c.hookMu.Lock()
+	defer c.hookMu.Unlock()
+	if c.halted {
+		return func() bool { return false }, false
 	}
 	h := &f
 	c.hooks = append(c.hooks, h)
-	c.hookMu.Unlock()
 	return func() bool {
 		c.hookMu.Lock()
 		defer c.hookMu.Unlock()
 		return c.dropHook(h)
-	}
+	}, true
 }
 
 // dropHook removes h from c's halt hooks, and reports whether it was

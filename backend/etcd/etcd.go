@@ -118,20 +118,11 @@ type candidacy struct {
 // whenHalted makes f be called when c halts, at once if it has; the
 // returned func forgets f (if it has not been called).
 func (c *candidacy) whenHalted(f func()) (forget func()) {
-	c.hookMu.Lock()
-	if c.halted {
-		c.hookMu.Unlock()
+	stop, ok := c.addHook(f)
+	if !ok {
 		f()
-		return func() {}
 	}
-	h := &f
-	c.hooks = append(c.hooks, h)
-	c.hookMu.Unlock()
-	return func() {
-		c.hookMu.Lock()
-		defer c.hookMu.Unlock()
-		c.dropHook(h)
-	}
+	return func() { stop() }
 }
 
 // settle closes c.settled, once.

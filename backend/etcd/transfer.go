@@ -199,26 +199,27 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	// c's view of the reservation after it (next) may be behind: a
 	// transaction that fails on it alone reads the reservation in its
 	// Else and is made again, a few times at most.
+	own := e.lkeyOf(c) // c's leadership key
 	for try := 0; ; try++ {
 		cmps := []clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(e.lay.leader()), "=", token).WithRange(after(e.lkeyOf(c))), // c leads: its key is the first
+			clientv3.Compare(clientv3.CreateRevision(e.lay.leader()), "=", token).WithRange(after(own)), // c leads: its key is the first
 			clientv3.Compare(clientv3.CreateRevision(tkey), "=", target.CreateRevision),
 			clientv3.Compare(clientv3.LeaseValue(tkey), "=", target.Lease),
 			clientv3.Compare(clientv3.CreateRevision(e.lay.transfer()), "=", 0),
 		}
-		ops := []clientv3.Op{clientv3.OpDelete(e.lkeyOf(c)), clientv3.OpDelete(c.key), clientv3.OpDelete(e.lay.markKey(c.key))}
+		ops := []clientv3.Op{clientv3.OpDelete(own), clientv3.OpDelete(c.key), clientv3.OpDelete(e.lay.markKey(c.key))}
 		switch {
 		case next.key == tkey:
 			// The target reserved after c: it leads on the deletion of
 			// c's key; the touch of its queue key wakes the one behind it.
-			cmps = append(cmps, emptyIn(after(e.lkeyOf(c)), next.lkey), clientv3.Compare(clientv3.LeaseValue(next.lkey), "=", next.lease), emptyIn(after(next.lkey), e.lay.leadEnd()))
+			cmps = append(cmps, emptyIn(after(own), next.lkey), clientv3.Compare(clientv3.LeaseValue(next.lkey), "=", next.lease), emptyIn(after(next.lkey), e.lay.leadEnd()))
 			ops = append(ops, touch)
 		case next.lkey != "":
 			// Another candidate's reservation goes: the target leads next.
-			cmps = append(cmps, emptyIn(after(e.lkeyOf(c)), next.lkey), emptyIn(after(next.lkey), e.lay.leadEnd()))
+			cmps = append(cmps, emptyIn(after(own), next.lkey), emptyIn(after(next.lkey), e.lay.leadEnd()))
 			ops = append(ops, clientv3.OpDelete(next.lkey), put, mark)
 		default:
-			cmps = append(cmps, emptyIn(after(e.lkeyOf(c)), e.lay.leadEnd()))
+			cmps = append(cmps, emptyIn(after(own), e.lay.leadEnd()))
 			ops = append(ops, put, mark)
 		}
 		resp, err = e.cli.Txn(ctx).If(cmps...).Then(ops...).Else(e.lay.leadersOp()).Commit()

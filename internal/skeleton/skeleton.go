@@ -138,13 +138,6 @@ func (g *Gate) Closing() <-chan struct{} {
 	return g.closingLocked()
 }
 
-// Closed reports whether Close has begun, without making a channel.
-func (g *Gate) Closed() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.closed
-}
-
 // Drain waits for the Campaign running when Close began, if any, to leave,
 // and keeps the gate shut for good. Call it after Close, once.
 func (g *Gate) Drain() {

@@ -168,7 +168,7 @@ func TestGateChannelsOnDemand(t *testing.T) {
 		}
 		g.Leave()
 	}
-	if g.waiters != nil || g.closing != nil || g.Closed() {
+	if g.waiters != nil || g.closing != nil || gateClosed(g) {
 		t.Errorf("an uncontended Gate made channels (waiters %d, closing %v) or reads as closed", len(g.waiters), g.closing != nil)
 	}
 	before := g.Closing()
@@ -178,7 +178,7 @@ func TestGateChannelsOnDemand(t *testing.T) {
 	default:
 	}
 	g.Close()
-	if !g.Closed() {
+	if !gateClosed(g) {
 		t.Error("Closed() = false after Close")
 	}
 	for i, ch := range []<-chan struct{}{before, g.Closing(), closedGate(t).Closing()} {
@@ -245,4 +245,12 @@ func TestGateFirstComeFirstServed(t *testing.T) {
 			t.Errorf("after all left: %d waiters, busy %v", len(g.waiters), g.busy)
 		}
 	})
+}
+
+// gateClosed reports whether Close has begun on g, without making a
+// channel.
+func gateClosed(g *Gate) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
 }
