@@ -80,13 +80,14 @@ imports:
 unit: kube-apiserver
 	KUBE_APISERVER=$(KUBE_APISERVER) $(GO) test -race -count=1 $(PKGS)
 
-# The etcd v3.6 line: backend/etcd's real-server suite and the nemesis's
-# etcd runs built outside the workspace against etcd v3.6 (go.v36.mod
+# The etcd v3.6 line: backend/etcd's real-server suite, its own tests
+# (the request builders are checked against the client's) and the
+# nemesis's etcd runs built outside the workspace against etcd v3.6 (go.v36.mod
 # beside each module's go.mod; unit ran them against v3.7); then each
 # line's client against the other line's server (scripts/etcd-cross.sh).
 etcd-v36:
 	cd backend/etcd/etcdsuite && GOWORK=off GOFLAGS=-modfile=$(CURDIR)/backend/etcd/etcdsuite/go.v36.mod \
-		$(GO) test -race -count=1 ./...
+		$(GO) test -race -count=1 ./... github.com/electkit/election/backend/etcd
 	cd cmd && GOWORK=off GOFLAGS=-modfile=$(CURDIR)/cmd/go.v36.mod \
 		$(GO) test -race -count=1 -run '^(TestNemesisEtcd|TestOperator)$$' ./internal/nemesis/harness
 	bash scripts/etcd-cross.sh

@@ -7,7 +7,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend"
@@ -34,11 +33,11 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 		return nil, 0, time.Time{}, err
 	}
 	put := e.leaderPut(c)
-	ownCmps := []clientv3.Cmp{
+	ownCmps := []*pb.Compare{
 		e.lay.noLeader(),
-		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
-		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
-		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer()), "=", 0),
+		cmpCreate(c.key, c.rev),
+		cmpLease(c.key, int64(s.lease)),
+		cmpCreate(e.lay.transfer(), 0),
 	}
 	if f.w != nil && (f.w.end == e.lay.leadEnd() || f.w.end == after(e.lay.transfer())) {
 		// c watched up to the leader key: it heads the queue, or the key
@@ -62,9 +61,9 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 	// Nothing queued above c: checked window by window (layout.nested),
 	// each window's check running only if the one below was empty.
 	nothingAbove := e.lay.nested(f.fromKey(),
-		func() []clientv3.Op { return []clientv3.Op{put} },
-		func(lo, hi string) []clientv3.Op {
-			return []clientv3.Op{clientv3.OpGet(lo, clientv3.WithRange(hi), clientv3.WithLimit(aboveLimit))}
+		func() []*pb.RequestOp { return []*pb.RequestOp{put} },
+		func(lo, hi string) []*pb.RequestOp {
+			return []*pb.RequestOp{opGet(lo, withRange(hi), withLimit(aboveLimit))}
 		})
 	resp, err := e.commit(c.ctx(), true, newTxn().
 		If(ownCmps...).
@@ -93,8 +92,8 @@ func (f *follower) claim() (*view, int64, time.Time, error) {
 
 // leaderPut creates the leader key for c (in a transaction that checks
 // it is absent).
-func (e *Elector) leaderPut(c *candidacy) clientv3.Op {
-	return clientv3.OpPut(e.lkeyOf(c), e.leaderRec(c), clientv3.WithLease(c.s.lease))
+func (e *Elector) leaderPut(c *candidacy) *pb.RequestOp {
+	return opPut(e.lkeyOf(c), e.leaderRec(c), withLease(c.s.lease))
 }
 
 // leaderRec is the leader key's value as c creates it. It is made when a

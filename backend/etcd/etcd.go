@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -400,7 +401,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	// the read runs beside the grant.
 	var outranked *mvccpb.KeyValue
 	readArrival := func() (int64, bool, *mvccpb.KeyValue, error) {
-		resp, err := e.get(ctx, false, e.lay.leader(), clientv3.WithRange(e.lay.leadEnd()), clientv3.WithLimit(2))
+		resp, err := e.get(ctx, false, e.lay.leader(), withRange(e.lay.leadEnd()), withLimit(2))
 		if err != nil {
 			return 0, false, nil, err
 		}
@@ -516,23 +517,23 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	sent, lead := s.fresh(e.o.Window())
 	lead = lead && !led
 	var from, lkey string
-	var then []clientv3.Op
+	var then []*pb.RequestOp
 	arrive := func(at int64) {
 		seq = at
 		c.key = e.lay.queueKey(e.o.Priority, seq, s.lease, nonce)
 		c.seq = seq
 		lkey = e.lay.leaderKey(seq, c.key)
 		from = past(c.key)
-		then = append([]clientv3.Op{clientv3.OpPut(c.key, string(record.Encode(e.o, e.o.Value)), clientv3.WithLease(s.lease))}, e.createOps(from)...)
+		then = append([]*pb.RequestOp{opPut(c.key, string(record.Encode(e.o, e.o.Value)), withLease(s.lease))}, e.createOps(from)...)
 		if r := outranked; r != nil {
-			then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(string(r.Key)), "=", r.ModRevision)},
-				[]clientv3.Op{clientv3.OpDelete(string(r.Key))}, nil))
+			then = append(then, opTxn([]*pb.Compare{cmpMod(string(r.Key), r.ModRevision)},
+				[]*pb.RequestOp{opDelete(string(r.Key))}, nil))
 		}
 		if lead {
 			put := e.leaderPut(c)
-			then = append(then, clientv3.OpTxn(
-				[]clientv3.Cmp{e.lay.noLeader(), clientv3.Compare(clientv3.CreateRevision(e.lay.transfer()), "=", 0)},
-				[]clientv3.Op{e.lay.firstAndRest(from, put)},
+			then = append(then, opTxn(
+				[]*pb.Compare{e.lay.noLeader(), cmpCreate(e.lay.transfer(), 0)},
+				[]*pb.RequestOp{e.lay.firstAndRest(from, put)},
 				nil))
 		}
 	}
@@ -541,7 +542,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	token := int64(0)
 	for {
 		resp, err := e.commit(ctx, false, newTxn().
-			If(clientv3.Compare(clientv3.CreateRevision(c.key), "=", 0),
+			If(cmpCreate(c.key, 0),
 				emptyIn(e.lay.leaderAt(seq), after(lkey)), emptyIn(e.lay.leaderAt(seq+1), e.lay.leadEnd())).
 			Then(then...))
 		if err == nil && resp.Succeeded {
@@ -627,8 +628,8 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		// A reservation of lower priority made after the arrival read:
 		// c goes first.
 		_, err := e.commit(ctx, false, newTxn().
-			If(clientv3.Compare(clientv3.ModRevision(string(r.Key)), "=", r.ModRevision)).
-			Then(clientv3.OpDelete(string(r.Key))))
+			If(cmpMod(string(r.Key), r.ModRevision)).
+			Then(opDelete(string(r.Key))))
 		if err != nil {
 			e.retryLog(c, "deleting a reservation of lower priority than "+c.key, err)
 		}
@@ -846,24 +847,24 @@ func (e *Elector) releaseTxn(c *candidacy) *txn {
 	token, next, succ := c.token, c.reserved(), c.succ
 	e.mu.Unlock()
 	lkey := e.lkeyOf(c)
-	qcmp := clientv3.Compare(clientv3.LeaseValue(c.key), "=", c.s.lease)
+	qcmp := cmpLease(c.key, int64(c.s.lease))
 	if c.rev != 0 {
-		qcmp = clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)
+		qcmp = cmpCreate(c.key, c.rev)
 	}
-	var lcmp clientv3.Cmp
+	var lcmp *pb.Compare
 	if token != 0 {
-		lcmp = clientv3.Compare(clientv3.CreateRevision(lkey), "=", token)
+		lcmp = cmpCreate(lkey, token)
 	} else {
-		lcmp = clientv3.Compare(clientv3.Value(lkey), "=", e.leaderRec(c)) // a claim or reservation whose reply was lost, or a reservation
+		lcmp = cmpValue(lkey, e.leaderRec(c)) // a claim or reservation whose reply was lost, or a reservation
 	}
-	delQ := clientv3.OpTxn([]clientv3.Cmp{qcmp}, []clientv3.Op{clientv3.OpDelete(c.key)}, nil)
+	delQ := opTxn([]*pb.Compare{qcmp}, []*pb.RequestOp{opDelete(c.key)}, nil)
 	// A hand-over to c that c did not take goes with it.
-	delT := clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.Value(e.lay.transfer()), "=", c.key)}, []clientv3.Op{clientv3.OpDelete(e.lay.transfer())}, nil)
+	delT := opTxn([]*pb.Compare{cmpValue(e.lay.transfer(), c.key)}, []*pb.RequestOp{opDelete(e.lay.transfer())}, nil)
 	// c's hand-over mark, if a hand-over made one (markKey), goes
 	// with its queue key: its name is c's.
-	delM := clientv3.OpDelete(e.lay.markKey(c.key))
-	then := []clientv3.Op{clientv3.OpDelete(lkey), delQ, delM, delT}
-	orElse := []clientv3.Op{delQ, delM, delT}
+	delM := opDelete(e.lay.markKey(c.key))
+	then := []*pb.RequestOp{opDelete(lkey), delQ, delM, delT}
+	orElse := []*pb.RequestOp{delQ, delM, delT}
 	switch {
 	case token != 0 && next.key != "":
 		// A candidate of an earlier version of this package
@@ -871,8 +872,8 @@ func (e *Elector) releaseTxn(c *candidacy) *txn {
 		// touching its queue key (put again, its value and lease
 		// kept) wakes the one candidate just behind it, which is
 		// next in line now and reserves in turn.
-		then = append(then, clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.LeaseValue(next.key), "=", next.lease)},
-			[]clientv3.Op{clientv3.OpPut(next.key, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())}, nil))
+		then = append(then, opTxn([]*pb.Compare{cmpLease(next.key, next.lease)},
+			[]*pb.RequestOp{opPut(next.key, "", withIgnoreValue(), withIgnoreLease())}, nil))
 	case token != 0 && succ != nil:
 		// c's successor leads on this release's event (succ.go).
 		if op, ok := e.handOverOps(c, lkey, token, succ); ok {

@@ -212,12 +212,12 @@ func (l layout) handedKey(qkey string) (string, error) {
 
 // leadersOp reads the first two leadership keys: the leader's, then any
 // after it (a reservation of an earlier version of this package).
-func (l layout) leadersOp(o ...clientv3.OpOption) clientv3.Op {
-	return clientv3.OpGet(l.leader(), append([]clientv3.OpOption{clientv3.WithRange(l.leadEnd()), clientv3.WithLimit(2)}, o...)...)
+func (l layout) leadersOp(o ...opOption) *pb.RequestOp {
+	return opGet(l.leader(), append([]opOption{withRange(l.leadEnd()), withLimit(2)}, o...)...)
 }
 
 // noLeader is a Compare that holds when no leadership key exists.
-func (l layout) noLeader() clientv3.Cmp { return emptyIn(l.leader(), l.leadEnd()) }
+func (l layout) noLeader() *pb.Compare { return emptyIn(l.leader(), l.leadEnd()) }
 
 // queueLease returns the lease a queue key's name carries, or an error
 // saying why key is not a queue key of this layout.
@@ -493,25 +493,25 @@ func (l layout) windowEnds(from string, n int) []string {
 }
 
 // emptyIn is a Compare that holds when no key lies in [lo, hi).
-func emptyIn(lo, hi string) clientv3.Cmp {
-	return clientv3.Compare(clientv3.CreateRevision(lo), "=", 0).WithRange(hi)
+func emptyIn(lo, hi string) *pb.Compare {
+	return cmpRange(cmpCreate(lo, 0), hi)
 }
 
 // nested builds the transactions that walk the windows above from: the
 // window [lo, hi) is compared empty, and then the next window's
 // transaction runs, or, after the last, then(); otherwise orElse(lo, hi).
-func (l layout) nested(from string, then func() []clientv3.Op, orElse func(lo, hi string) []clientv3.Op) clientv3.Op {
+func (l layout) nested(from string, then func() []*pb.RequestOp, orElse func(lo, hi string) []*pb.RequestOp) *pb.RequestOp {
 	ends := l.windows(from)
-	var build func(i int, lo string) clientv3.Op
-	build = func(i int, lo string) clientv3.Op {
+	var build func(i int, lo string) *pb.RequestOp
+	build = func(i int, lo string) *pb.RequestOp {
 		hi := ends[i]
-		var next []clientv3.Op
+		var next []*pb.RequestOp
 		if i+1 < len(ends) {
-			next = []clientv3.Op{build(i+1, hi)}
+			next = []*pb.RequestOp{build(i+1, hi)}
 		} else {
 			next = then()
 		}
-		return clientv3.OpTxn([]clientv3.Cmp{emptyIn(lo, hi)}, next, orElse(lo, hi))
+		return opTxn([]*pb.Compare{emptyIn(lo, hi)}, next, orElse(lo, hi))
 	}
 	return build(0, from)
 }
@@ -526,24 +526,24 @@ func (l layout) nested(from string, then func() []clientv3.Op, orElse func(lo, h
 // windows were three quarters of a burst's create, two are a fifth. A
 // newcomer to a long queue whose leader's key is gone (its candidate next
 // in line not yet there) reads the keys above it once, values and all.
-func (l layout) firstAndRest(from string, then clientv3.Op) clientv3.Op {
+func (l layout) firstAndRest(from string, then *pb.RequestOp) *pb.RequestOp {
 	first := l.firstWindow(from)
 	if first == l.queueEnd() {
-		return clientv3.OpTxn([]clientv3.Cmp{emptyIn(from, first)}, []clientv3.Op{then}, nil)
+		return opTxn([]*pb.Compare{emptyIn(from, first)}, []*pb.RequestOp{then}, nil)
 	}
-	rest := clientv3.OpTxn([]clientv3.Cmp{emptyIn(first, l.queueEnd())}, []clientv3.Op{then}, nil)
-	return clientv3.OpTxn([]clientv3.Cmp{emptyIn(from, first)}, []clientv3.Op{rest}, nil)
+	rest := opTxn([]*pb.Compare{emptyIn(first, l.queueEnd())}, []*pb.RequestOp{then}, nil)
+	return opTxn([]*pb.Compare{emptyIn(from, first)}, []*pb.RequestOp{rest}, nil)
 }
 
 // aboveOp reads up to aboveLimit keys of the first non-empty window
 // above from; see readAbove.
-func (l layout) aboveOp(from string, serializable bool) clientv3.Op {
-	return l.nested(from, func() []clientv3.Op { return nil }, func(lo, hi string) []clientv3.Op {
-		o := []clientv3.OpOption{clientv3.WithRange(hi), clientv3.WithLimit(aboveLimit)}
+func (l layout) aboveOp(from string, serializable bool) *pb.RequestOp {
+	return l.nested(from, func() []*pb.RequestOp { return nil }, func(lo, hi string) []*pb.RequestOp {
+		o := []opOption{withRange(hi), withLimit(aboveLimit)}
 		if serializable {
-			o = append(o, clientv3.WithSerializable())
+			o = append(o, withSerializable())
 		}
-		return []clientv3.Op{clientv3.OpGet(lo, o...)}
+		return []*pb.RequestOp{opGet(lo, o...)}
 	})
 }
 

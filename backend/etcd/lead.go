@@ -136,10 +136,10 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 			}
 			continue
 		}
-		ops := []clientv3.Op{clientv3.OpGet(c.key), clientv3.OpGet(e.lkeyOf(c))}
+		ops := []*pb.RequestOp{opGet(c.key), opGet(e.lkeyOf(c))}
 		if p.on() {
 			// The candidates above c, of higher priority (preemption).
-			ops = append(ops, clientv3.OpGet(past(c.key), clientv3.WithRange(e.lay.queueEnd())))
+			ops = append(ops, opGet(past(c.key), withRange(e.lay.queueEnd())))
 		}
 		resp, err := e.commit(c.ctx(), true, newTxn().Then(ops...))
 		if err != nil {

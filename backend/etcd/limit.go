@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -87,6 +88,7 @@ const (
 // in two queues, urgent first.
 type limiter struct {
 	cli    *clientv3.Client
+	stub   *kvStub // sends the requests (wire.go)
 	mu     sync.Mutex
 	free   int          // slots for requests alone
 	queues [2]list.List // of *call: urgent, then the others
@@ -120,9 +122,9 @@ func (l *limiter) unhold(group string) {
 // range or transaction (op) that may go in a batch.
 type call struct {
 	ctx    context.Context
-	fn     func() error // an opaque request (a lease's grant or revoke), or nil
-	op     clientv3.Op  // a Get or a Txn, when fn is nil
-	group  string       // the election's key prefix: one request of a group per batch
+	fn     func() error  // an opaque request (a lease's grant or revoke), or nil
+	op     *pb.RequestOp // a range or a transaction, when fn is nil
+	group  string        // the election's key prefix: one request of a group per batch
 	kind   opKind
 	cost   int // the operations its nesting takes (opCost)
 	size   int // about its bytes
@@ -191,7 +193,7 @@ func limiterOf(cli *clientv3.Client) *limiter {
 	if l, ok := limiters.Load(cli); ok {
 		return l.(*limiter)
 	}
-	l, loaded := limiters.LoadOrStore(cli, &limiter{cli: cli, free: maxInFlight, maxOps: defaultMaxOps, bytes: maxBatchBytes})
+	l, loaded := limiters.LoadOrStore(cli, &limiter{cli: cli, stub: newKVStub(cli), free: maxInFlight, maxOps: defaultMaxOps, bytes: maxBatchBytes})
 	if !loaded {
 		context.AfterFunc(cli.Ctx(), func() { limiters.Delete(cli) })
 	}
@@ -465,20 +467,22 @@ func (l *limiter) companions(c *call) []*call {
 
 // alone sends c by itself, under ctx.
 func (l *limiter) alone(ctx context.Context, c *call) (*pb.ResponseHeader, *pb.ResponseOp, error) {
-	if c.op.IsGet() {
-		resp, err := l.cli.Do(ctx, c.op)
+	if r := c.op.GetRequestRange(); r != nil {
+		resp, err := l.stub.get(ctx, r)
 		if err != nil {
 			return nil, nil, err
 		}
-		g := resp.Get()
-		return g.Header, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: (*pb.RangeResponse)(g)}}, nil
+		return resp.Header, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: resp}}, nil
 	}
-	cmps, then, els := c.op.Txn()
-	resp, err := l.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+	t := c.op.GetRequestTxn()
+	if t == nil {
+		return nil, nil, errors.New("etcd election: a request is neither a range nor a transaction")
+	}
+	resp, err := l.stub.txn(ctx, t)
 	if err != nil {
 		return nil, nil, err
 	}
-	return resp.Header, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseTxn{ResponseTxn: (*pb.TxnResponse)(resp)}}, nil
+	return resp.Header, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseTxn{ResponseTxn: resp}}, nil
 }
 
 // sendBatch sends b's requests as one transaction and hands each its
@@ -512,13 +516,13 @@ func (l *limiter) sendBatch(b []*call) {
 	if len(b) == 0 {
 		return
 	}
-	ops := make([]clientv3.Op, len(b))
+	ops := make([]*pb.RequestOp, len(b))
 	cost := 0
 	for i, c := range b {
 		ops[i] = c.op
 		cost = max(cost, c.cost)
 	}
-	resp, err := l.cli.Txn(ctx).Then(ops...).Commit()
+	resp, err := l.stub.txn(ctx, &pb.TxnRequest{Success: ops})
 	if err == nil && len(resp.Responses) != len(b) {
 		err = errors.New("etcd election: a batch's response holds a different number of responses than it had requests")
 	}
@@ -588,76 +592,67 @@ func (l *limiter) finish(c *call, h *pb.ResponseHeader, r *pb.ResponseOp, err er
 // nested: etcd lets a transaction hold --max-txn-ops operations at each
 // level (the largest of its Compares, Then and Else), less those of every
 // level above it.
-func opCost(op clientv3.Op) int {
-	if !op.IsTxn() {
+func opCost(op *pb.RequestOp) int {
+	t := op.GetRequestTxn()
+	if t == nil {
 		return 0
 	}
-	cmps, then, els := op.Txn()
-	n, below := max(len(cmps), len(then), len(els)), 0
-	for _, o := range then {
+	n, below := max(len(t.Compare), len(t.Success), len(t.Failure)), 0
+	for _, o := range t.Success {
 		below = max(below, opCost(o))
 	}
-	for _, o := range els {
+	for _, o := range t.Failure {
 		below = max(below, opCost(o))
 	}
 	return n + below
 }
 
 // opKindOf tells which requests op may share a batch with.
-func opKindOf(op clientv3.Op) opKind {
-	switch {
-	case op.IsGet() && op.IsSerializable():
-		return kindSerializable
-	case op.IsGet():
-		return kindRead
-	case op.IsTxn():
-		_, then, els := op.Txn()
-		for _, o := range then {
-			if !o.IsGet() {
-				return kindWrite
-			}
+func opKindOf(op *pb.RequestOp) opKind {
+	switch r := op.Request.(type) {
+	case *pb.RequestOp_RequestRange:
+		if r.RequestRange.Serializable {
+			return kindSerializable
 		}
-		for _, o := range els {
-			if !o.IsGet() {
-				return kindWrite
-			}
+		return kindRead
+	case *pb.RequestOp_RequestTxn:
+		if slices.ContainsFunc(r.RequestTxn.Success, opWrites) || slices.ContainsFunc(r.RequestTxn.Failure, opWrites) {
+			return kindWrite
 		}
 	}
 	return kindAlone
 }
 
+// opWrites reports whether op, an operation of a transaction, is not a
+// range (nested transactions count as writes, as they did for kindOf).
+func opWrites(op *pb.RequestOp) bool {
+	return op.GetRequestRange() == nil
+}
+
 // opSize is about the bytes op takes in a request.
-func opSize(op clientv3.Op) int {
-	n := 16 + len(op.KeyBytes()) + len(op.RangeBytes()) + len(op.ValueBytes())
-	if op.IsTxn() {
-		cmps, then, els := op.Txn()
-		for _, c := range cmps {
-			// A range's end is about as long as its key (the accessors
-			// of etcd v3.6's and v3.7's Cmp differ but for these).
-			n += 24 + 2*len(c.KeyBytes()) + len(c.ValueBytes())
+func opSize(op *pb.RequestOp) int {
+	switch r := op.Request.(type) {
+	case *pb.RequestOp_RequestRange:
+		return 16 + len(r.RequestRange.Key) + len(r.RequestRange.RangeEnd)
+	case *pb.RequestOp_RequestPut:
+		return 16 + len(r.RequestPut.Key) + len(r.RequestPut.Value)
+	case *pb.RequestOp_RequestDeleteRange:
+		return 16 + len(r.RequestDeleteRange.Key) + len(r.RequestDeleteRange.RangeEnd)
+	case *pb.RequestOp_RequestTxn:
+		n := 16
+		for _, c := range r.RequestTxn.Compare {
+			n += 24 + len(c.Key) + len(c.RangeEnd) + len(c.GetValue())
 		}
-		for _, o := range then {
+		for _, o := range r.RequestTxn.Success {
 			n += opSize(o)
 		}
-		for _, o := range els {
+		for _, o := range r.RequestTxn.Failure {
 			n += opSize(o)
 		}
+		return n
 	}
-	return n
+	return 16
 }
-
-// A txn is a transaction's parts, built as clientv3.Txn builds them, for
-// commit to send alone or in a batch.
-type txn struct {
-	cmps      []clientv3.Cmp
-	then, els []clientv3.Op
-}
-
-func newTxn() *txn { return &txn{} }
-
-func (t *txn) If(cs ...clientv3.Cmp) *txn   { t.cmps = append(t.cmps, cs...); return t }
-func (t *txn) Then(ops ...clientv3.Op) *txn { t.then = append(t.then, ops...); return t }
-func (t *txn) Else(ops ...clientv3.Op) *txn { t.els = append(t.els, ops...); return t }
 
 // limited runs request f within a slot of the client's limiter; f is sent
 // alone.
@@ -686,7 +681,7 @@ const maxRetryWait = 2 * time.Second
 
 // request runs op (a Get or a Txn) of e's election through the client's
 // limiter, in a batch when others wait.
-func (e *Elector) request(ctx context.Context, urgent bool, op clientv3.Op) (*pb.ResponseHeader, *pb.ResponseOp, error) {
+func (e *Elector) request(ctx context.Context, urgent bool, op *pb.RequestOp) (*pb.ResponseHeader, *pb.ResponseOp, error) {
 	c := &call{ctx: ctx, op: op, group: e.lay.prefix, kind: opKindOf(op), cost: opCost(op), size: opSize(op), urgent: urgent}
 	if err := limiterOf(e.cli).do(c); err != nil {
 		return nil, nil, err
@@ -696,7 +691,7 @@ func (e *Elector) request(ctx context.Context, urgent bool, op clientv3.Op) (*pb
 
 // commit commits t through the client's limiter.
 func (e *Elector) commit(ctx context.Context, urgent bool, t *txn) (*clientv3.TxnResponse, error) {
-	h, r, err := e.request(ctx, urgent, clientv3.OpTxn(t.cmps, t.then, t.els))
+	h, r, err := e.request(ctx, urgent, opTxn(t.cmps, t.then, t.els))
 	if err != nil {
 		return nil, err
 	}
@@ -708,8 +703,8 @@ func (e *Elector) commit(ctx context.Context, urgent bool, t *txn) (*clientv3.Tx
 }
 
 // get reads key (with opts) through the client's limiter.
-func (e *Elector) get(ctx context.Context, urgent bool, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	h, r, err := e.request(ctx, urgent, clientv3.OpGet(key, opts...))
+func (e *Elector) get(ctx context.Context, urgent bool, key string, opts ...opOption) (*clientv3.GetResponse, error) {
+	h, r, err := e.request(ctx, urgent, opGet(key, opts...))
 	if err != nil {
 		return nil, err
 	}

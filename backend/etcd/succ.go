@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -103,10 +104,10 @@ func (e *Elector) readSucc(ctx context.Context, c *candidacy) (succView, error) 
 	for i := 0; i < succReads && hi != e.lay.queue(); i++ {
 		w1 := starts[min(2*i, len(starts)-1)]
 		w2 := starts[min(2*i+1, len(starts)-1)]
-		down := []clientv3.OpOption{clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1)}
+		down := []opOption{withKeysDescending(), withLimit(1)}
 		resp, err := e.commit(ctx, true, newTxn().Then(
-			clientv3.OpGet(w1, append(down, clientv3.WithRange(hi))...),
-			clientv3.OpGet(w2, append(down, clientv3.WithRange(w1))...)))
+			opGet(w1, append(down, withRange(hi))...),
+			opGet(w2, append(down, withRange(w1))...)))
 		if err != nil {
 			return succView{}, err
 		}
@@ -157,36 +158,35 @@ func (e *Elector) noteSucc(c *candidacy, ev *clientv3.Event) (reread bool) {
 // succ's lease, named for its arrival, with its record. c's own keys go
 // in the same transaction (release), whatever this one does. ok is false
 // if succ's key or record is not this package's.
-func (e *Elector) handOverOps(c *candidacy, lkey string, token int64, succ *mvccpb.KeyValue) (op clientv3.Op, ok bool) {
+func (e *Elector) handOverOps(c *candidacy, lkey string, token int64, succ *mvccpb.KeyValue) (op *pb.RequestOp, ok bool) {
 	skey := string(succ.Key)
 	name, err := e.lay.handedKey(skey)
 	if err != nil {
-		return clientv3.Op{}, false
+		return nil, false
 	}
 	if lease, err := e.lay.queueLease(skey); err != nil || succ.Lease == 0 || lease != succ.Lease {
 		// Put again by another hand, under another lease or none: the key
 		// made for it would be named for one lease and held by another.
-		return clientv3.Op{}, false
+		return nil, false
 	}
 	ld, err := record.Decode(succ.Value)
 	if err != nil {
-		return clientv3.Op{}, false
+		return nil, false
 	}
 	to := election.Options{ID: ld.ID, Priority: ld.Priority}
 	rec := string(record.EncodeLeader(to, ld.Value, skey))
-	return clientv3.OpTxn([]clientv3.Cmp{
-		clientv3.Compare(clientv3.CreateRevision(skey), "=", succ.CreateRevision),
-		clientv3.Compare(clientv3.ModRevision(skey), "=", succ.ModRevision), // the record read is the key's
-		clientv3.Compare(clientv3.LeaseValue(skey), "=", succ.Lease),
+	return opTxn([]*pb.Compare{
+		// succ's key is as read: a put again (another lease or value), or
+		// a delete and a create, would have moved its mod revision.
+		cmpMod(skey, succ.ModRevision),
 		emptyIn(past(skey), c.key),
 		emptyIn(past(c.key), e.lay.queueEnd()),
 		// c's leadership key is the only one, and the one made for succ
-		// is not there yet (its create revision is the new token).
-		clientv3.Compare(clientv3.CreateRevision(e.lay.leader()), "=", token).WithRange(after(lkey)),
-		emptyIn(after(lkey), e.lay.leadEnd()),
-		clientv3.Compare(clientv3.CreateRevision(name), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(e.lay.transfer()), "=", 0),
-	}, []clientv3.Op{clientv3.OpPut(name, rec, clientv3.WithLease(clientv3.LeaseID(succ.Lease))), e.markOp(skey, to, ld.Value, name, succ.Lease)}, nil), true
+		// (in the same range) is not there yet: every key of the range
+		// was created with c's token, and only c's key was.
+		cmpRange(cmpCreate(e.lay.leader(), token), e.lay.leadEnd()),
+		cmpCreate(e.lay.transfer(), 0),
+	}, []*pb.RequestOp{opPut(name, rec, withLease(succ.Lease)), e.markOp(skey, to, ld.Value, name, succ.Lease)}, nil), true
 }
 
 // markOp puts the hand-over mark of the candidate whose queue key is
@@ -197,8 +197,8 @@ func (e *Elector) handOverOps(c *candidacy, lkey string, token int64, succ *mvcc
 // only up to the queue key of the candidate that leads now, which it did
 // not know leads. The watch of the candidate behind it ends short of the
 // mark: it sleeps on (P9).
-func (e *Elector) markOp(tkey string, to election.Options, value []byte, lkey string, lease int64) clientv3.Op {
-	return clientv3.OpPut(e.lay.markKey(tkey), string(record.EncodeLeader(to, value, lkey)), clientv3.WithLease(clientv3.LeaseID(lease)))
+func (e *Elector) markOp(tkey string, to election.Options, value []byte, lkey string, lease int64) *pb.RequestOp {
+	return opPut(e.lay.markKey(tkey), string(record.EncodeLeader(to, value, lkey)), withLease(lease))
 }
 
 // succRead is a read of the leader's successor in flight (guard): its

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -34,10 +35,10 @@ type waiter struct {
 // are left out. It costs the whole queue on the server (a sorted range):
 // Candidates and Transfer use it, never a registration or a handover.
 func (e *Elector) readQueue(ctx context.Context) ([]waiter, error) {
-	resp, err := e.cli.Txn(ctx).Then(
-		clientv3.OpGet(e.lay.queue(), clientv3.WithRange(e.lay.queueEnd()), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)),
-		clientv3.OpGet(e.lay.leader(), clientv3.WithRange(e.lay.leadEnd()), clientv3.WithLimit(1)),
-	).Commit()
+	resp, err := e.send(ctx, newTxn().Then(
+		opGet(e.lay.queue(), withRange(e.lay.queueEnd()), withKeysDescending()),
+		opGet(e.lay.leader(), withRange(e.lay.leadEnd()), withLimit(1)),
+	))
 	if err != nil {
 		return nil, err
 	}
@@ -189,40 +190,40 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	}
 	to := election.Options{ID: ld.ID, Priority: ld.Priority}
 	rec := string(record.EncodeLeader(to, ld.Value, tkey))
-	touch := clientv3.OpPut(tkey, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease())
+	touch := opPut(tkey, "", withIgnoreValue(), withIgnoreLease())
 	// The target's hand-over mark, naming the leadership key the
 	// transaction creates for it: the event of this put tells the target
 	// it leads.
 	mark := e.markOp(tkey, to, ld.Value, lkey, target.Lease)
-	put := clientv3.OpPut(lkey, rec, clientv3.WithLease(clientv3.LeaseID(target.Lease)))
+	put := opPut(lkey, rec, withLease(target.Lease))
 	var resp *clientv3.TxnResponse
 	// c's view of the reservation after it (next) may be behind: a
 	// transaction that fails on it alone reads the reservation in its
 	// Else and is made again, a few times at most.
 	own := e.lkeyOf(c) // c's leadership key
 	for try := 0; ; try++ {
-		cmps := []clientv3.Cmp{
-			clientv3.Compare(clientv3.CreateRevision(e.lay.leader()), "=", token).WithRange(after(own)), // c leads: its key is the first
-			clientv3.Compare(clientv3.CreateRevision(tkey), "=", target.CreateRevision),
-			clientv3.Compare(clientv3.LeaseValue(tkey), "=", target.Lease),
-			clientv3.Compare(clientv3.CreateRevision(e.lay.transfer()), "=", 0),
+		cmps := []*pb.Compare{
+			cmpRange(cmpCreate(e.lay.leader(), token), after(own)), // c leads: its key is the first
+			cmpCreate(tkey, target.CreateRevision),
+			cmpLease(tkey, target.Lease),
+			cmpCreate(e.lay.transfer(), 0),
 		}
-		ops := []clientv3.Op{clientv3.OpDelete(own), clientv3.OpDelete(c.key), clientv3.OpDelete(e.lay.markKey(c.key))}
+		ops := []*pb.RequestOp{opDelete(own), opDelete(c.key), opDelete(e.lay.markKey(c.key))}
 		switch {
 		case next.key == tkey:
 			// The target reserved after c: it leads on the deletion of
 			// c's key; the touch of its queue key wakes the one behind it.
-			cmps = append(cmps, emptyIn(after(own), next.lkey), clientv3.Compare(clientv3.LeaseValue(next.lkey), "=", next.lease), emptyIn(after(next.lkey), e.lay.leadEnd()))
+			cmps = append(cmps, emptyIn(after(own), next.lkey), cmpLease(next.lkey, next.lease), emptyIn(after(next.lkey), e.lay.leadEnd()))
 			ops = append(ops, touch)
 		case next.lkey != "":
 			// Another candidate's reservation goes: the target leads next.
 			cmps = append(cmps, emptyIn(after(own), next.lkey), emptyIn(after(next.lkey), e.lay.leadEnd()))
-			ops = append(ops, clientv3.OpDelete(next.lkey), put, mark)
+			ops = append(ops, opDelete(next.lkey), put, mark)
 		default:
 			cmps = append(cmps, emptyIn(after(own), e.lay.leadEnd()))
 			ops = append(ops, put, mark)
 		}
-		resp, err = e.cli.Txn(ctx).If(cmps...).Then(ops...).Else(e.lay.leadersOp()).Commit()
+		resp, err = e.send(ctx, newTxn().If(cmps...).Then(ops...).Else(e.lay.leadersOp()))
 		if err != nil {
 			return failed(e.storeErr(ctx, "handing over", err))
 		}
@@ -271,8 +272,8 @@ func (f *follower) checkHandover(token int64) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), e.o.Window())
 	defer cancel()
 	resp, err := e.commit(ctx, true, newTxn().
-		If(clientv3.Compare(clientv3.CreateRevision(lkey), "=", token), clientv3.Compare(clientv3.LeaseValue(lkey), "=", c.s.lease)).
-		Then(clientv3.OpGet(lkey, clientv3.WithCountOnly())))
+		If(cmpCreate(lkey, token), cmpLease(lkey, int64(c.s.lease))).
+		Then(opGet(lkey, withCountOnly())))
 	switch {
 	case err != nil:
 		if c.ctx().Err() == nil {
@@ -305,10 +306,10 @@ func (f *follower) claimHandoff() (*view, int64, time.Time, error) {
 	}
 	resp, err := e.commit(c.ctx(), true, newTxn().If(
 		e.lay.noLeader(),
-		clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev),
-		clientv3.Compare(clientv3.LeaseValue(c.key), "=", s.lease),
-		clientv3.Compare(clientv3.Value(e.lay.transfer()), "=", c.key),
-	).Then(e.leaderPut(c), clientv3.OpDelete(e.lay.transfer())).
+		cmpCreate(c.key, c.rev),
+		cmpLease(c.key, int64(s.lease)),
+		cmpValue(e.lay.transfer(), c.key),
+	).Then(e.leaderPut(c), opDelete(e.lay.transfer())).
 		Else(e.nearOps(c, f.fromKey())...))
 	if err != nil {
 		return nil, 0, sent, err
@@ -325,11 +326,11 @@ func (f *follower) claimHandoff() (*view, int64, time.Time, error) {
 // shared Session, may be never. It reports whether it did.
 func (f *follower) dropStaleTransfer(kv *mvccpb.KeyValue) bool {
 	e, c := f.e, f.c
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(e.lay.transfer()), "=", kv.ModRevision)}
+	cmps := []*pb.Compare{cmpMod(e.lay.transfer(), kv.ModRevision)}
 	if named := string(kv.Value); strings.HasPrefix(named, e.lay.queue()) {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(named), "=", 0))
+		cmps = append(cmps, cmpCreate(named, 0))
 	}
-	resp, err := e.commit(c.ctx(), true, newTxn().If(cmps...).Then(clientv3.OpDelete(e.lay.transfer())))
+	resp, err := e.commit(c.ctx(), true, newTxn().If(cmps...).Then(opDelete(e.lay.transfer())))
 	if err != nil {
 		f.failed("deleting a stale hand-over key", err)
 		return false

@@ -7,7 +7,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // This file holds the reads of the queue around a candidacy: the view they
@@ -29,9 +28,9 @@ type view struct {
 }
 
 // readOpts returns o, with WithSerializable if serializable.
-func readOpts(serializable bool, o ...clientv3.OpOption) []clientv3.OpOption {
+func readOpts(serializable bool, o ...opOption) []opOption {
 	if serializable {
-		o = append(o, clientv3.WithSerializable())
+		o = append(o, withSerializable())
 	}
 	return o
 }
@@ -39,31 +38,31 @@ func readOpts(serializable bool, o ...clientv3.OpOption) []clientv3.OpOption {
 // lookOps reads c's key, the two keys just above from (the windows of
 // aboveOp), the leader key and the first key of each range a key of the
 // previous layout would be in.
-func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []clientv3.Op {
+func (e *Elector) lookOps(c *candidacy, from string, serializable bool) []*pb.RequestOp {
 	return e.viewOps(c, serializable, e.lay.aboveOp(from, serializable))
 }
 
 // viewOps reads c's key, then what above reads of the queue above it,
 // then the leader key, the first key of each range a key of the previous
 // layout would be in, and the transfer key.
-func (e *Elector) viewOps(c *candidacy, serializable bool, above ...clientv3.Op) []clientv3.Op {
-	opts := func(o ...clientv3.OpOption) []clientv3.OpOption { return readOpts(serializable, o...) }
-	return append(append([]clientv3.Op{clientv3.OpGet(c.key, opts()...)}, above...),
+func (e *Elector) viewOps(c *candidacy, serializable bool, above ...*pb.RequestOp) []*pb.RequestOp {
+	opts := func(o ...opOption) []opOption { return readOpts(serializable, o...) }
+	return append(append([]*pb.RequestOp{opGet(c.key, opts()...)}, above...),
 		e.lay.leadersOp(opts()...),
-		clientv3.OpGet(e.lay.prefix+"0", opts(clientv3.WithRange(e.lay.prefix+":"), clientv3.WithLimit(1))...),
-		clientv3.OpGet(e.lay.prefix+"a", opts(clientv3.WithRange(e.lay.prefix+"g"), clientv3.WithLimit(1))...),
-		clientv3.OpGet(e.lay.transfer(), opts()...))
+		opGet(e.lay.prefix+"0", opts(withRange(e.lay.prefix+":"), withLimit(1))...),
+		opGet(e.lay.prefix+"a", opts(withRange(e.lay.prefix+"g"), withLimit(1))...),
+		opGet(e.lay.transfer(), opts()...))
 }
 
 // nearOps reads c's key, up to aboveLimit keys of the first window above from,
 // and the leader key: what a write carries (a read of every window is a
 // read-only look's, or the claim's).
-func (e *Elector) nearOps(c *candidacy, from string) []clientv3.Op {
-	return []clientv3.Op{
-		clientv3.OpGet(c.key),
-		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(aboveLimit)),
+func (e *Elector) nearOps(c *candidacy, from string) []*pb.RequestOp {
+	return []*pb.RequestOp{
+		opGet(c.key),
+		opGet(from, withRange(e.lay.firstWindow(from)), withLimit(aboveLimit)),
 		e.lay.leadersOp(),
-		clientv3.OpGet(e.lay.transfer()),
+		opGet(e.lay.transfer()),
 	}
 }
 
@@ -77,19 +76,19 @@ const aboveLimit = 3
 // reads the key and the leadership keys after it: createElseOps). A
 // create's operations are in etcd's log, which it keeps in memory, and a
 // burst holds tens of thousands of them.
-func (e *Elector) createOps(from string) []clientv3.Op {
-	return []clientv3.Op{
-		clientv3.OpGet(from, clientv3.WithRange(e.lay.firstWindow(from)), clientv3.WithLimit(aboveLimit)),
+func (e *Elector) createOps(from string) []*pb.RequestOp {
+	return []*pb.RequestOp{
+		opGet(from, withRange(e.lay.firstWindow(from)), withLimit(aboveLimit)),
 		e.lay.leadersOp(),
-		clientv3.OpGet(e.lay.transfer()),
+		opGet(e.lay.transfer()),
 	}
 }
 
 // createElseOps is what is read after a refused create: c's key (an
 // earlier try's, whose reply was lost) and the leadership keys (one whose
 // candidate sorts behind c's arrival refuses it).
-func (e *Elector) createElseOps(c *candidacy) []clientv3.Op {
-	return []clientv3.Op{clientv3.OpGet(c.key), e.lay.leadersOp()}
+func (e *Elector) createElseOps(c *candidacy) []*pb.RequestOp {
+	return []*pb.RequestOp{opGet(c.key), e.lay.leadersOp()}
 }
 
 // createView reads the responses of createOps(from) after the create of
@@ -225,10 +224,10 @@ const quickReads = 2
 
 // quickOps reads what lookOps does, with the windows [from, w1) and [w1,
 // w2) for aboveOp's walk: ranges alone.
-func (e *Elector) quickOps(c *candidacy, from, w1, w2 string, serializable bool) []clientv3.Op {
+func (e *Elector) quickOps(c *candidacy, from, w1, w2 string, serializable bool) []*pb.RequestOp {
 	return e.viewOps(c, serializable,
-		clientv3.OpGet(from, readOpts(serializable, clientv3.WithRange(w1), clientv3.WithLimit(aboveLimit))...),
-		clientv3.OpGet(w1, readOpts(serializable, clientv3.WithRange(w2), clientv3.WithLimit(aboveLimit))...))
+		opGet(from, readOpts(serializable, withRange(w1), withLimit(aboveLimit))...),
+		opGet(w1, readOpts(serializable, withRange(w2), withLimit(aboveLimit))...))
 }
 
 // quickView reads the responses of quickOps(…, w1, w2, …); ok is false

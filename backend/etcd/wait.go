@@ -684,8 +684,8 @@ func (f *follower) deleteUnleased(key string, kv *mvccpb.KeyValue, what string) 
 	e := f.e
 	e.o.Logger.Warn("etcd election: deleting "+what+" without a lease; this package never writes one", "key", string(kv.Key), "mod_revision", kv.ModRevision)
 	_, err := e.commit(f.c.ctx(), true, newTxn().
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision), clientv3.Compare(clientv3.LeaseValue(key), "=", 0)).
-		Then(clientv3.OpDelete(key)))
+		If(cmpMod(key, kv.ModRevision), cmpLease(key, 0)).
+		Then(opDelete(key)))
 	if err != nil {
 		f.failed("deleting "+what+" without a lease", err)
 	}

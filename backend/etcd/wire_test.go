@@ -1,0 +1,96 @@
+package etcd
+
+import (
+	"context"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+)
+
+// reqKeeper is a KV stub that keeps the transaction it is given.
+type reqKeeper struct {
+	pb.KVClient
+	req *pb.TxnRequest
+}
+
+func (k *reqKeeper) Txn(_ context.Context, in *pb.TxnRequest, _ ...grpc.CallOption) (*pb.TxnResponse, error) {
+	k.req = in
+	return &pb.TxnResponse{}, nil
+}
+
+// TestWireMatchesClient checks that each builder of wire.go makes the
+// message clientv3's builder of the same name sends.
+func TestWireMatchesClient(t *testing.T) {
+	const k, end = "/e/_c/0001", "/e/_c0"
+	cases := []struct {
+		name   string
+		ours   *pb.TxnRequest
+		theirs func(clientv3.Txn) clientv3.Txn
+	}{
+		{"compares", &pb.TxnRequest{Compare: []*pb.Compare{cmpCreate(k, 5), cmpCreate(k, 0), cmpMod(k, 9), cmpLease(k, 0x77), cmpLease(k, 0), cmpValue(k, "v"), cmpValue(k, ""), cmpRange(cmpCreate(k, 0), end), cmpRange(cmpCreate(k, 3), end)}},
+			func(x clientv3.Txn) clientv3.Txn {
+				return x.If(clientv3.Compare(clientv3.CreateRevision(k), "=", 5), clientv3.Compare(clientv3.CreateRevision(k), "=", 0),
+					clientv3.Compare(clientv3.ModRevision(k), "=", 9), clientv3.Compare(clientv3.LeaseValue(k), "=", clientv3.LeaseID(0x77)),
+					clientv3.Compare(clientv3.LeaseValue(k), "=", 0), clientv3.Compare(clientv3.Value(k), "=", "v"), clientv3.Compare(clientv3.Value(k), "=", ""),
+					clientv3.Compare(clientv3.CreateRevision(k), "=", 0).WithRange(end), clientv3.Compare(clientv3.CreateRevision(k), "=", 3).WithRange(end))
+			}},
+		{"reads", &pb.TxnRequest{Success: []*pb.RequestOp{opGet(k), opGet(k, withRange(end), withLimit(3)), opGet(k, withRange(end), withLimit(1), withSerializable()),
+			opGet(k, withKeysDescending(), withLimit(1), withRange(end)), opGet(k, withCountOnly())}},
+			func(x clientv3.Txn) clientv3.Txn {
+				return x.Then(clientv3.OpGet(k), clientv3.OpGet(k, clientv3.WithRange(end), clientv3.WithLimit(3)),
+					clientv3.OpGet(k, clientv3.WithRange(end), clientv3.WithLimit(1), clientv3.WithSerializable()),
+					clientv3.OpGet(k, clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(1), clientv3.WithRange(end)),
+					clientv3.OpGet(k, clientv3.WithCountOnly()))
+			}},
+		{"writes", &pb.TxnRequest{Success: []*pb.RequestOp{opPut(k, "v"), opPut(k, "v", withLease(clientv3.LeaseID(0x55))), opPut(k, "", withIgnoreValue(), withIgnoreLease()), opDelete(k)},
+			Failure: []*pb.RequestOp{opDelete(end)}},
+			func(x clientv3.Txn) clientv3.Txn {
+				return x.Then(clientv3.OpPut(k, "v"), clientv3.OpPut(k, "v", clientv3.WithLease(0x55)),
+					clientv3.OpPut(k, "", clientv3.WithIgnoreValue(), clientv3.WithIgnoreLease()), clientv3.OpDelete(k)).Else(clientv3.OpDelete(end))
+			}},
+		{"nested", &pb.TxnRequest{Compare: []*pb.Compare{cmpCreate(k, 4)}, Success: []*pb.RequestOp{
+			opTxn([]*pb.Compare{cmpRange(cmpCreate(k, 0), end), cmpValue(end, k)}, []*pb.RequestOp{opDelete(end), opTxn(nil, []*pb.RequestOp{opGet(k)}, nil)}, []*pb.RequestOp{opGet(end)})}},
+			func(x clientv3.Txn) clientv3.Txn {
+				inner := clientv3.OpTxn(nil, []clientv3.Op{clientv3.OpGet(k)}, nil)
+				return x.If(clientv3.Compare(clientv3.CreateRevision(k), "=", 4)).Then(clientv3.OpTxn(
+					[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0).WithRange(end), clientv3.Compare(clientv3.Value(end), "=", k)},
+					[]clientv3.Op{clientv3.OpDelete(end), inner}, []clientv3.Op{clientv3.OpGet(end)}))
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var keep reqKeeper
+			if _, err := tc.theirs(clientv3.NewKVFromKVClient(&keep, nil).Txn(t.Context())).Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if keep.req == nil {
+				t.Fatal("clientv3 sent no transaction")
+			}
+			if got, want := tc.ours.String(), keep.req.String(); got != want {
+				t.Errorf("ours:\n%s\nclientv3's:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// TestKVStubOptions checks that the stub takes the client's call options
+// (its message size limits among them), not gRPC's defaults.
+func TestKVStubOptions(t *testing.T) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, MaxCallSendMsgSize: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	s := newKVStub(cli)
+	if len(s.opts) == 0 {
+		t.Fatal("the stub took no call options from the client")
+	}
+	for _, o := range s.opts {
+		if m, ok := o.(grpc.MaxSendMsgSizeCallOption); ok && m.MaxSendMsgSize == 1<<10 {
+			return
+		}
+	}
+	t.Errorf("the stub's options %#v lack the client's MaxCallSendMsgSize", s.opts)
+}
