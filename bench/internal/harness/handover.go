@@ -69,6 +69,11 @@ func (r *run) handoverOn(ctx context.Context, t target) error {
 		n    int
 	}{{churn, 20 * time.Millisecond, r.sz.churn}, {settled, 300 * time.Millisecond, r.sz.settled}}
 	for _, rg := range regimes {
+		// A library's sampling stops after the budget, or after the
+		// regime's own waits plus 100 ms a sample when that is longer:
+		// a slow library does not hold the run, and the settled regime's
+		// waits alone do not cut its tail short.
+		budget := max(r.sz.budget, time.Duration(rg.n)*(rg.wait+100*time.Millisecond))
 		r.logf("handover on %s, %s: %s and the floor, %d samples", t.title, rg.name, names(entries), rg.n)
 		var hs []*handoverLib
 		for _, e := range entries {
@@ -114,9 +119,9 @@ func (r *run) handoverOn(ctx context.Context, t target) error {
 					continue
 				}
 				h.dist.MS = append(h.dist.MS, float64(d.Microseconds())/1000)
-				if h.spent > r.sz.budget && i+1 < rg.n {
+				if h.spent > budget && i+1 < rg.n {
 					h.stop = true
-					h.dist.Note = fmt.Sprintf("stopped after %d samples: time budget %v", i+1, r.sz.budget)
+					h.dist.Note = fmt.Sprintf("stopped after %d samples: time budget %v", i+1, budget)
 				}
 			}
 		}

@@ -75,7 +75,7 @@ type sizes struct {
 
 func (c Config) sizes() sizes {
 	s := sizes{
-		churn: 100, settled: 25, budget: 12 * time.Second,
+		churn: 100, settled: 100, budget: 12 * time.Second,
 		crash: 20, crashTTLs: []time.Duration{2 * time.Second, 10 * time.Second},
 		herdN: 500, herdHandovers: 5,
 		scaleNs: []int{1000, 10000}, scalePatience: 40 * time.Second,
