@@ -8,7 +8,7 @@
 # including a -short smoke of every scenario), and the quickstart (the
 # README's program: two copies on an embedded etcd, and the README's block
 # checked against it).
-# make bench: the whole benchmark set on real servers (about 24 minutes on
+# make bench: the whole benchmark set on real servers (about 27 minutes on
 # 2 cores, with the burst starts of 10,000 elections × 3 and the 6 minutes
 # of the kube scenario); writes
 # bench-results/ and prints the report.
