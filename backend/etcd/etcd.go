@@ -847,9 +847,9 @@ func (e *Elector) releaseTxn(c *candidacy) *txn {
 	token, next, succ := c.token, c.reserved(), c.succ
 	e.mu.Unlock()
 	lkey := e.lkeyOf(c)
-	qcmp := cmpLease(c.key, int64(c.s.lease))
-	if c.rev != 0 {
-		qcmp = cmpCreate(c.key, c.rev)
+	qcmp := cmpCreate(c.key, c.rev)
+	if c.rev == 0 {
+		qcmp = cmpLease(c.key, int64(c.s.lease)) // the create's reply was lost
 	}
 	var lcmp *pb.Compare
 	if token != 0 {
