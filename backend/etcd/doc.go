@@ -14,6 +14,15 @@
 //	defer e.Close()
 //	t, err := e.Campaign(ctx) // t.Token() is its leadership key's create revision
 //
+// An Elector talks to etcd on the client's gRPC connection, through the
+// client's interceptors (retries, authentication) and with its call
+// options, but not through the client's KV, Watcher and Lease: a
+// namespace set by wrapping those (namespace.NewKV) is not seen, and
+// belongs in the election's name. A client without a connection
+// (clientv3.NewCtxClient, the embedded server's v3client) is refused.
+// Its requests are built as etcd's messages: since etcd v3.7, clientv3's
+// builders clone every comparison by reflection at each step.
+//
 // # Keys
 //
 // Under the election's name N (values are JSON records naming the candidate):

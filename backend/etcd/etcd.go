@@ -167,10 +167,27 @@ var _ election.Elector = (*Elector)(nil)
 // cli stays the caller's: Close does not close it. Bad options and a bad
 // name are refused with an error wrapping election.ErrInvalidOption.
 func New(cli *clientv3.Client, name string, opts ...election.Option) (*Elector, error) {
-	if cli == nil {
-		return nil, &election.OptionError{Field: "client", Value: "nil", Reason: "an etcd client is required"}
+	if err := checkClient(cli); err != nil {
+		return nil, err
 	}
 	return newElector(cli, nil, name, opts)
+}
+
+// checkClient refuses a client the package cannot talk through. An
+// Elector sends its requests, watches and lease renewals on the client's
+// gRPC connection (through the client's interceptors), not through its
+// KV, Watcher and Lease: a client without a connection (clientv3's
+// NewCtxClient, the embedded server's v3client) has nothing to send on,
+// and a namespace set by wrapping those (namespace.NewKV) is not seen:
+// it belongs in the election's name.
+func checkClient(cli *clientv3.Client) error {
+	switch {
+	case cli == nil:
+		return &election.OptionError{Field: "client", Value: "nil", Reason: "an etcd client is required"}
+	case cli.ActiveConnection() == nil:
+		return &election.OptionError{Field: "client", Value: "a client without a gRPC connection", Reason: "an Elector talks to etcd on the client's connection: use clientv3.New (a client of clientv3.NewCtxClient or the embedded server's v3client has none)"}
+	}
+	return nil
 }
 
 // NewWithSession returns a candidate of the election called name whose

@@ -35,8 +35,17 @@ func TestNoKeysOnlyReads(t *testing.T) {
 		}
 		seen++
 		ast.Inspect(f, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "WithKeysOnly" {
-				t.Errorf("%s: a keys-only read: etcd v3.7 answers it without the keys' leases", fset.Position(sel.Pos()))
+			// clientv3's option, or the field of a request built as
+			// etcd's message (wire.go).
+			switch x := n.(type) {
+			case *ast.SelectorExpr:
+				if x.Sel.Name == "WithKeysOnly" || x.Sel.Name == "KeysOnly" {
+					t.Errorf("%s: a keys-only read: etcd v3.7 answers it without the keys' leases", fset.Position(x.Pos()))
+				}
+			case *ast.KeyValueExpr:
+				if k, ok := x.Key.(*ast.Ident); ok && k.Name == "KeysOnly" {
+					t.Errorf("%s: a keys-only read: etcd v3.7 answers it without the keys' leases", fset.Position(x.Pos()))
+				}
 			}
 			return true
 		})

@@ -84,8 +84,8 @@ func NewSession(ctx context.Context, cli *clientv3.Client, opts ...election.Opti
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return nil, err
 	}
-	if cli == nil {
-		return nil, &election.OptionError{Field: "client", Value: "nil", Reason: "an etcd client is required"}
+	if err := checkClient(cli); err != nil {
+		return nil, err
 	}
 	o, err := election.NewOptions(opts...)
 	if err != nil {

@@ -2,6 +2,7 @@ package etcd
 
 import (
 	"context"
+	"math"
 	"slices"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -96,7 +97,8 @@ func opGet(key string, opts ...opOption) *pb.RequestOp {
 	return &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: r}}
 }
 
-// opPut puts value at key.
+// opPut puts value at key; with withIgnoreValue it sends no value (value
+// should be "": clientv3 would send it, and etcd refuse the put).
 func opPut(key, value string, opts ...opOption) *pb.RequestOp {
 	r := &pb.PutRequest{Key: []byte(key), Value: []byte(value)}
 	for _, o := range opts {
@@ -146,10 +148,30 @@ type kvStub struct {
 // newKVStub returns cli's stub. The client does not export its call
 // options (its message size limits, wait for ready): they are read from
 // a transaction its KV hands to a stub that keeps them and sends nothing.
+// Should that read find none (a client that no longer hands them so),
+// the stub takes clientv3's defaults.
 func newKVStub(cli *clientv3.Client) *kvStub {
+	return &kvStub{kv: clientv3.RetryKVClient(cli), opts: clientCallOpts(cli)}
+}
+
+func clientCallOpts(cli *clientv3.Client) (opts []grpc.CallOption) {
+	defer func() {
+		if recover() != nil || len(opts) == 0 {
+			opts = defaultCallOpts()
+		}
+		// The stub appends its retry policy to a read's options: each
+		// call gets a copy, never a shared array.
+		opts = slices.Clip(opts)
+	}()
 	var o optsKeeper
 	_, _ = clientv3.NewKVFromKVClient(&o, cli).Txn(context.Background()).Then(clientv3.OpDelete("\x00")).Commit()
-	return &kvStub{kv: clientv3.RetryKVClient(cli), opts: o.opts}
+	return slices.Clone(o.opts)
+}
+
+// defaultCallOpts are clientv3's call options for a client configured
+// with no message size limits.
+func defaultCallOpts() []grpc.CallOption {
+	return []grpc.CallOption{grpc.WaitForReady(true), grpc.MaxCallSendMsgSize(2 * 1024 * 1024), grpc.MaxCallRecvMsgSize(math.MaxInt32)}
 }
 
 // optsKeeper is a KV stub that keeps the options of a transaction and
@@ -160,7 +182,7 @@ type optsKeeper struct {
 }
 
 func (o *optsKeeper) Txn(_ context.Context, _ *pb.TxnRequest, opts ...grpc.CallOption) (*pb.TxnResponse, error) {
-	o.opts = slices.Clone(opts)
+	o.opts = opts
 	return &pb.TxnResponse{}, nil
 }
 

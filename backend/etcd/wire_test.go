@@ -2,11 +2,16 @@ package etcd
 
 import (
 	"context"
+	"errors"
+	"math"
+	"strings"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+
+	"github.com/electkit/election"
 )
 
 // reqKeeper is a KV stub that keeps the transaction it is given.
@@ -87,10 +92,51 @@ func TestKVStubOptions(t *testing.T) {
 	if len(s.opts) == 0 {
 		t.Fatal("the stub took no call options from the client")
 	}
+	var send, wait, recv bool
 	for _, o := range s.opts {
-		if m, ok := o.(grpc.MaxSendMsgSizeCallOption); ok && m.MaxSendMsgSize == 1<<10 {
-			return
+		switch o := o.(type) {
+		case grpc.MaxSendMsgSizeCallOption:
+			send = o.MaxSendMsgSize == 1<<10
+		case grpc.FailFastCallOption:
+			wait = !o.FailFast
+		case grpc.MaxRecvMsgSizeCallOption:
+			recv = o.MaxRecvMsgSize == math.MaxInt32
 		}
 	}
-	t.Errorf("the stub's options %#v lack the client's MaxCallSendMsgSize", s.opts)
+	if !send || !wait || !recv {
+		t.Errorf("the stub's options %#v: want the client's MaxCallSendMsgSize (%v), wait for ready (%v), no receive limit (%v)", s.opts, send, wait, recv)
+	}
+	if cap(s.opts) != len(s.opts) {
+		t.Errorf("the stub's options have room to grow (cap %d, len %d): an append by one call would be seen by another", cap(s.opts), len(s.opts))
+	}
+}
+
+// TestClientWithoutConnection checks that a client with no gRPC
+// connection (clientv3.NewCtxClient, an embedded server's v3client) is
+// refused with a clear error, not a panic at the first request.
+func TestClientWithoutConnection(t *testing.T) {
+	cli := clientv3.NewCtxClient(t.Context())
+	if _, err := New(cli, "/e"); !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "connection") {
+		t.Errorf("New: %v, want ErrInvalidOption naming the connection", err)
+	}
+	if _, err := NewSession(t.Context(), cli); !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "connection") {
+		t.Errorf("NewSession: %v, want ErrInvalidOption naming the connection", err)
+	}
+}
+
+// TestKVStubDefaults checks the options a stub falls back on when the
+// client hands none: clientv3's own defaults.
+func TestKVStubDefaults(t *testing.T) {
+	var wait, recv bool
+	for _, o := range defaultCallOpts() {
+		switch o := o.(type) {
+		case grpc.FailFastCallOption:
+			wait = !o.FailFast
+		case grpc.MaxRecvMsgSizeCallOption:
+			recv = o.MaxRecvMsgSize == math.MaxInt32
+		}
+	}
+	if !wait || !recv {
+		t.Errorf("defaults %#v: want wait for ready and no receive limit", defaultCallOpts())
+	}
 }
