@@ -233,15 +233,32 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 		// A leading candidacy halts only with its Term ended first (end,
 		// lose), so the Term's end is the one case to wait on besides the
 		// ticks: each case is a parked goroutine's sudog, per leader.
+		tk := c.s.ticks()
 		select {
 		case <-t.Done():
 			e.withdraw(c, t.Err(), false) // nothing if it was withdrawn already
 			return
-		case <-c.s.ticks():
+		case <-tk.ch:
+		}
+		// The tick's own renewal renews this Term too, sent or not yet:
+		// its send time, at or after the tick, is what the Term counts
+		// from. A before-renewal hook is asked before a renewal it
+		// approves is sent, so with one the Term waits for a renewal
+		// sent after the hook returned, as alone.
+		var joined *renewal
+		if e.o.BeforeRenew == nil {
+			joined = tk.r
 		}
 		for lc.BeforeRenew() == nil {
 			watched := c.watched.Load()
-			sent, err := c.s.renew(t.Context())
+			var sent time.Time
+			var err error
+			if joined != nil {
+				sent, err = c.s.await(t.Context(), joined)
+				joined = nil
+			} else {
+				sent, err = c.s.renew(t.Context())
+			}
 			if t.Err() != nil {
 				break
 			}

@@ -46,7 +46,7 @@ type Session struct {
 	lease    clientv3.LeaseID
 	ttlSec   int64
 	interval time.Duration // between renewals
-	gather   time.Duration // how long a renewal waits for the leaders of its tick to join
+	gather   time.Duration // how long a renewal waits for others to join (claims of the moment; a tick's leaders join its renewal even once sent)
 	private  bool          // one candidacy's: its lease is revoked with the candidacy
 	nonce    atomic.Uint32 // numbers the queue keys written under the lease
 	retries  lograte.Limiter
@@ -59,11 +59,11 @@ type Session struct {
 	wg     *sync.WaitGroup // the session's goroutines (a private session's are its Elector's)
 
 	mu      sync.Mutex
-	err     error         // why it ended; nil while it lasts
-	renewed time.Time     // send time of the last renewal etcd confirmed (or of the grant)
-	next    *renewal      // the renewal that has not been sent yet
-	tick    chan struct{} // closed at the next renewal tick
-	timer   *time.Timer   // the next renewal tick; nil once the ticks ended
+	err     error        // why it ended; nil while it lasts
+	renewed time.Time    // send time of the last renewal etcd confirmed (or of the grant)
+	next    *renewal     // the renewal that has not been sent yet
+	tick    *sessionTick // the next renewal tick
+	timer   *time.Timer  // the next renewal tick; nil once the ticks ended
 	members map[*candidacy]func(error)
 }
 
@@ -73,6 +73,18 @@ type renewal struct {
 	sent time.Time
 	err  error
 	done chan struct{}
+}
+
+// A sessionTick is one renewal tick of a session: ch is closed when it
+// comes, and r, set before, is the renewal it started, which the leaders
+// it wakes wait for rather than each start one of their own. A tick wakes
+// every leader on the session at once: thousands of them take longer to
+// run than the renewal waits for them to join (gather), and each that
+// came late used to send a renewal of its own (three per tick per Session
+// with 50,000 elections × 3 on three Sessions).
+type sessionTick struct {
+	ch chan struct{}
+	r  *renewal
 }
 
 // NewSession grants a lease and keeps it alive until Close or until etcd
@@ -106,7 +118,7 @@ func grantSession(ctx, life context.Context, cli *clientv3.Client, o election.Op
 		return nil, 0, sessionErr(cli, "granting a lease", cli.Ctx().Err())
 	}
 	s := &Session{cli: cli, o: o, log: o.Logger, ttlSec: int64(math.Ceil(o.TTL.Seconds())), private: private,
-		interval: o.Window() / 3, done: make(chan struct{}), wg: wg, tick: make(chan struct{}), members: map[*candidacy]func(error){}}
+		interval: o.Window() / 3, done: make(chan struct{}), wg: wg, tick: &sessionTick{ch: make(chan struct{})}, members: map[*candidacy]func(error){}}
 	s.gather = min(s.interval/50, 10*time.Millisecond)
 	s.backoff = retryBackoff(s.interval / 4)
 	gctx, cancel := context.WithCancel(ctx)
@@ -262,8 +274,8 @@ func (s *Session) fresh(window time.Duration) (time.Time, bool) {
 	return sent, clock.Since(sent) <= window/2
 }
 
-// ticks returns the channel closed at the next renewal tick.
-func (s *Session) ticks() <-chan struct{} {
+// ticks returns the next renewal tick.
+func (s *Session) ticks() *sessionTick {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.tick
@@ -290,11 +302,13 @@ func (s *Session) tickNow() {
 		s.ticksDone()
 		return
 	}
-	close(s.tick)
-	s.tick = make(chan struct{})
+	r := s.pending()
+	s.tick.r = r
+	close(s.tick.ch)
+	s.tick = &sessionTick{ch: make(chan struct{})}
 	s.mu.Unlock()
 	next := s.interval
-	if _, err := s.renew(s.ctx); err != nil && s.ctx.Err() == nil {
+	if _, err := s.await(s.ctx, r); err != nil && s.ctx.Err() == nil {
 		n, ok := s.retries.Allow(time.Now(), retryLogEvery)
 		if ok {
 			s.log.Warn("etcd election: renewing the session lease failed; retrying", "lease", fmt.Sprintf("%016x", uint64(s.lease)), "err", err, "not_logged_since_last", n)
@@ -349,6 +363,14 @@ func (s *Session) renew(ctx context.Context) (time.Time, error) {
 		s.mu.Unlock()
 		return time.Time{}, err
 	}
+	r := s.pending()
+	s.mu.Unlock()
+	return s.await(ctx, r)
+}
+
+// pending returns the renewal that has not been sent yet, started if
+// there was none. Called with s.mu held, the session not ended.
+func (s *Session) pending() *renewal {
 	r := s.next
 	if r == nil {
 		r = &renewal{done: make(chan struct{})}
@@ -356,7 +378,11 @@ func (s *Session) renew(ctx context.Context) (time.Time, error) {
 		s.wg.Add(1)
 		go s.send(r)
 	}
-	s.mu.Unlock()
+	return r
+}
+
+// await waits for r and returns its send time and outcome.
+func (s *Session) await(ctx context.Context, r *renewal) (time.Time, error) {
 	select {
 	case <-r.done:
 		return r.sent, r.err

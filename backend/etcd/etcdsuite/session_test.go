@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
@@ -206,5 +208,77 @@ func TestNewWithSessionRefusesBadInput(t *testing.T) {
 	}
 	if _, err := etcd.NewSession(ctxT(t), newClient(t, eps), election.WithTTL(time.Millisecond)); !errors.Is(err, election.ErrInvalidOption) {
 		t.Errorf("NewSession(TTL 1ms) = %v", err)
+	}
+}
+
+// keepAliveCount counts the lease renewals a client sends on its
+// LeaseKeepAlive streams.
+type keepAliveCount struct{ sent atomic.Int64 }
+
+func (k *keepAliveCount) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || method != methodKeepAlive {
+		return s, err
+	}
+	return &keepAliveSends{ClientStream: s, k: k}, nil
+}
+
+type keepAliveSends struct {
+	grpc.ClientStream
+	k *keepAliveCount
+}
+
+func (s *keepAliveSends) SendMsg(m any) error {
+	s.k.sent.Add(1)
+	return s.ClientStream.SendMsg(m)
+}
+
+// A Session renews its lease once per tick however many elections it
+// leads: every leader its tick wakes waits for the tick's renewal, even
+// one that wakes after it was sent (with thousands of leaders, most do),
+// rather than send one of its own.
+func TestOneRenewalPerTick(t *testing.T) {
+	const n = 3000
+	eps := startEtcd(t)
+	var ka keepAliveCount
+	cli := dialClient(t, eps, grpc.WithChainStreamInterceptor(ka.stream))
+	ttl := 2 * time.Second
+	s := newSession(t, cli, election.WithTTL(ttl))
+	o, err := election.NewOptions(election.WithTTL(ttl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	interval := o.Window() / 3
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	terms := make([]*election.Term, n)
+	errs := make([]error, n)
+	for i := range n {
+		e := onSession(t, s, fmt.Sprintf("/tick/%d", i), "c")
+		wg.Go(func() { terms[i], errs[i] = e.Campaign(ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("election %d: %v", i, err)
+		}
+	}
+	// Over a few ticks: at most one renewal per tick, and one for a tick
+	// that falls at either end of the window.
+	before, began := ka.sent.Load(), time.Now()
+	for ka.sent.Load() < before+6 {
+		if s.Err() != nil {
+			t.Fatalf("the session ended: %v", s.Err())
+		}
+		time.Sleep(interval / 10)
+	}
+	sent, ticks := ka.sent.Load()-before, int64(time.Since(began)/interval)
+	if sent > ticks+2 {
+		t.Errorf("%d renewals in %v, %d ticks of %v: a tick sent more than one", sent, time.Since(began).Round(time.Millisecond), ticks, interval)
+	}
+	for i, term := range terms {
+		if term.Err() != nil {
+			t.Fatalf("Term %d ended: %v", i, term.Err())
+		}
 	}
 }
