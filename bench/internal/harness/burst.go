@@ -378,6 +378,7 @@ wait:
 		return err
 	}
 	s.Steady = float64(c1.total-c0.total) / time.Since(t0).Seconds()
+	r.logf("  steady by method: %s", c1.sub(c0).top(6))
 	if bc.t.store == libs.ZK {
 		s.ByMethod = zkCensus(c1)
 	}
