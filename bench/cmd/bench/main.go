@@ -63,6 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	burstN := fs.Int("burst", 0, "elections in the burst scenario (0: the mode's default, 10000; 200 with -short, where the ZooKeeper case runs at most 10)")
 	burstCap := fs.Duration("burst-cap", 0, "how long the burst scenario waits for every election to lead (0: the mode's default, 150s; 30s with -short)")
 	cpuProfile := fs.String("cpuprofile", "", "write this process's CPU profile (the candidates' side; the etcd member runs in a child, see "+servers.PprofEnv+") to this file")
+	allocProfile := fs.String("allocprofile", "", "write this process's allocation profile (every library's and the harness's, one allocation in 4 KiB sampled) to this file at the end, to see what each library allocates on a scenario's path")
 	heapProfile := fs.String("heapprofile", "", "the burst scenario writes the heap profile it measures an idle election on to this prefix + \"-<library>.pprof\"")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -117,6 +118,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *allocProfile != "" {
+		runtime.MemProfileRate = 4096
+		defer func() {
+			f, err := os.Create(*allocProfile)
+			if err == nil {
+				err = pprof.Lookup("allocs").WriteTo(f, 0)
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "bench: -allocprofile: %v\n", err)
+			}
+		}()
 	}
 	if *heapProfile != "" {
 		runtime.MemProfileRate = 512 // an idle election holds some 40 objects: sample them all
