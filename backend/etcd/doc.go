@@ -16,10 +16,11 @@
 //
 // An Elector talks to etcd on the client's gRPC connection, through the
 // client's interceptors (retries, authentication) and with its call
-// options, but not through the client's KV, Watcher and Lease: a
-// namespace set by wrapping those (namespace.NewKV) is not seen, and
-// belongs in the election's name. A client without a connection
-// (clientv3.NewCtxClient, the embedded server's v3client) is refused.
+// options, but not through the client's KV, Watcher and Lease. A client
+// whose KV or Watcher wraps clientv3's own (a namespace set with
+// namespace.NewKV and NewWatcher) is refused, as is a client without a
+// connection (clientv3.NewCtxClient, the embedded server's v3client): a
+// namespace belongs in the election's name.
 // Its requests are built as etcd's messages: since etcd v3.7, clientv3's
 // builders clone every comparison by reflection at each step.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -178,16 +179,39 @@ func New(cli *clientv3.Client, name string, opts ...election.Option) (*Elector, 
 // gRPC connection (through the client's interceptors), not through its
 // KV, Watcher and Lease: a client without a connection (clientv3's
 // NewCtxClient, the embedded server's v3client) has nothing to send on,
-// and a namespace set by wrapping those (namespace.NewKV) is not seen:
-// it belongs in the election's name.
+// and a KV or Watcher that wraps clientv3's own (namespace.NewKV and
+// NewWatcher, above all) would apply to some of what an Elector does and
+// not to the rest: its candidates would write under the root while a
+// Leader call, an Observe stream or a caller's fenced transaction looked
+// under the namespace. Such a client is refused; the namespace belongs in
+// the election's name.
 func checkClient(cli *clientv3.Client) error {
 	switch {
 	case cli == nil:
 		return &election.OptionError{Field: "client", Value: "nil", Reason: "an etcd client is required"}
 	case cli.ActiveConnection() == nil:
 		return &election.OptionError{Field: "client", Value: "a client without a gRPC connection", Reason: "an Elector talks to etcd on the client's connection: use clientv3.New (a client of clientv3.NewCtxClient or the embedded server's v3client has none)"}
+	case !clientsOwn(cli.KV) || !clientsOwn(cli.Watcher):
+		return &election.OptionError{Field: "client", Value: fmt.Sprintf("a client whose KV is %T and Watcher %T", cli.KV, cli.Watcher),
+			Reason: "an Elector sends its requests and watches on the client's connection, not through a wrapper of its KV or Watcher (namespace.NewKV, namespace.NewWatcher), which would apply to some of them only: put the namespace in the election's name and pass a client without it"}
 	}
 	return nil
+}
+
+// clientPkg is the package path of clientv3's own types.
+var clientPkg = reflect.TypeFor[clientv3.Client]().PkgPath()
+
+// clientsOwn reports whether v, a client's KV or Watcher, is clientv3's
+// own implementation rather than a wrapper of it or nil.
+func clientsOwn(v any) bool {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return false
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.PkgPath() == clientPkg
 }
 
 // NewWithSession returns a candidate of the election called name whose

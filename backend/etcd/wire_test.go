@@ -9,6 +9,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/namespace"
 	"google.golang.org/grpc"
 
 	"github.com/electkit/election"
@@ -138,5 +139,36 @@ func TestKVStubDefaults(t *testing.T) {
 	}
 	if !wait || !recv {
 		t.Errorf("defaults %#v: want wait for ready and no receive limit", defaultCallOpts())
+	}
+}
+
+// TestNamespacedClient checks that a client whose KV or Watcher wraps
+// clientv3's own (a namespace) is refused with an error naming it, and a
+// client as clientv3.New makes it is not.
+func TestNamespacedClient(t *testing.T) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}}) // never dialed: nothing is sent
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if err := checkClient(cli); err != nil {
+		t.Fatalf("a plain client: %v", err)
+	}
+	kv, w := cli.KV, cli.Watcher
+	for _, tc := range []struct {
+		name string
+		set  func()
+	}{
+		{"KV", func() { cli.KV, cli.Watcher = namespace.NewKV(kv, "ns/"), w }},
+		{"Watcher", func() { cli.KV, cli.Watcher = kv, namespace.NewWatcher(w, "ns/") }},
+		{"nil KV", func() { cli.KV, cli.Watcher = nil, w }},
+	} {
+		tc.set()
+		if _, err := New(cli, "/e"); !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "namespace") {
+			t.Errorf("%s wrapped: New: %v, want ErrInvalidOption naming the namespace", tc.name, err)
+		}
+		if _, err := NewSession(t.Context(), cli); !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "namespace") {
+			t.Errorf("%s wrapped: NewSession: %v, want ErrInvalidOption naming the namespace", tc.name, err)
+		}
 	}
 }
