@@ -212,6 +212,13 @@ func (c *leaseClock) BeforeRenew() error {
 // that finds the deadline passed; attempts recorded after the Term ended
 // are ignored. A send time in the future counts as now.
 func (c *leaseClock) Renewed(sent time.Time, err error) time.Time {
+	return c.RenewedAt(sent, time.Time{}, err)
+}
+
+// RenewedAt is Renewed for an attempt answered at replied (the zero time:
+// now), before the call: the Latency reported is replied − sent. A reply
+// time in the future counts as now, one before sent as sent.
+func (c *leaseClock) RenewedAt(sent, replied time.Time, err error) time.Time {
 	now := clock.Now()
 	t := c.t
 	t.mu.Lock()
@@ -220,6 +227,14 @@ func (c *leaseClock) Renewed(sent time.Time, err error) time.Time {
 		return t.deadline
 	}
 	sent = clampSent(sent, now)
+	if replied.IsZero() {
+		replied = now
+	}
+	replied = clampSent(replied, now)
+	if replied.Before(sent) {
+		replied = sent
+	}
+	latency := replied.Sub(sent)
 	late := !now.Before(t.deadline)
 	slack := t.deadline.Sub(sent)
 	switch {
@@ -235,7 +250,7 @@ func (c *leaseClock) Renewed(sent time.Time, err error) time.Time {
 		// Queued before a late reply ends the Term: the hook loop drains
 		// the queue before it exits, so the attempt that lost the lease is
 		// reported too.
-		r := Renewal{Leader: t.Leader(), Sent: sent, Latency: now.Sub(sent), Err: err, Deadline: t.deadline}
+		r := Renewal{Leader: t.Leader(), Sent: sent, Latency: latency, Err: err, Deadline: t.deadline}
 		c.enqueueLocked(func() {
 			if err := c.callHook("after-renewal", func() error { c.after(r); return nil }); err != nil {
 				c.End(fmt.Errorf("%w: %w", ErrUnhealthy, err))
@@ -243,7 +258,7 @@ func (c *leaseClock) Renewed(sent time.Time, err error) time.Time {
 		})
 	}
 	if obs := c.obs; obs != nil && obs.Renewed != nil {
-		r := Renewal{Leader: t.Leader(), Sent: sent, Latency: now.Sub(sent), Err: err, Deadline: t.deadline}
+		r := Renewal{Leader: t.Leader(), Sent: sent, Latency: latency, Err: err, Deadline: t.deadline}
 		c.enqueueLocked(func() { c.observe("Renewed", func() { obs.Renewed(r, slack) }) })
 	}
 	if late {

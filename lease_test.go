@@ -938,3 +938,59 @@ func TestFutureSendTimeCountsAsNow(t *testing.T) {
 		}
 	})
 }
+
+// A renewal that several Terms share is taken by each in its turn, after
+// its reply came: RenewedAt reports the renewal's own latency (reply −
+// send) to the hooks and Events, not the time until the Term took it; the
+// deadline counts from the send as with Renewed, and a late taker still
+// finds a lapsed Term lapsed.
+func TestRenewedAtReportsTheRepliesLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var got []Renewal
+		o := mustOptions(t, WithAfterRenew(func(r Renewal) {
+			mu.Lock()
+			got = append(got, r)
+			mu.Unlock()
+		}))
+		w := o.Window()
+		term, clk := newTerm(o, testLeader, time.Now())
+		time.Sleep(time.Second)
+		sent := time.Now()
+		time.Sleep(20 * time.Millisecond)
+		replied := time.Now()
+		time.Sleep(300 * time.Millisecond) // taken late
+		if d := clk.RenewedAt(sent, replied, nil); !d.Equal(sent.Add(w)) {
+			t.Errorf("deadline %v after the renewal, want sent + window %v", d, sent.Add(w))
+		}
+		// A reply time in the future counts as now, none (zero) as now.
+		sent2 := time.Now()
+		time.Sleep(10 * time.Millisecond)
+		clk.RenewedAt(sent2, time.Now().Add(time.Hour), nil)
+		sent3 := time.Now()
+		time.Sleep(5 * time.Millisecond)
+		clk.RenewedAt(sent3, time.Time{}, nil)
+		synctest.Wait()
+		mu.Lock()
+		want := []time.Duration{20 * time.Millisecond, 10 * time.Millisecond, 5 * time.Millisecond}
+		if len(got) != len(want) {
+			t.Fatalf("%d renewals reported, want %d", len(got), len(want))
+		}
+		for i, r := range got {
+			if r.Latency != want[i] {
+				t.Errorf("renewal %d: Latency %v, want %v", i+1, r.Latency, want[i])
+			}
+		}
+		mu.Unlock()
+		// Taken after the deadline, a reply that came before it does not
+		// revive the Term.
+		last := time.Now()
+		time.Sleep(w + time.Second)
+		clk.RenewedAt(last, last.Add(time.Millisecond), nil)
+		if !errors.Is(term.Err(), ErrLeaseExpired) {
+			t.Errorf("Term after a renewal taken past its deadline: %v, want ErrLeaseExpired", term.Err())
+		}
+		clk.End(ErrResigned)
+		clk.Wait()
+	})
+}

@@ -58,6 +58,16 @@ func (c *LeaseClock) BeforeRenew() error { return c.c.BeforeRenew() }
 // A send time in the future counts as now.
 func (c *LeaseClock) Renewed(sent time.Time, err error) time.Time { return c.c.Renewed(sent, err) }
 
+// RenewedAt is Renewed for an attempt whose reply (or failure) came at
+// replied, some time before this call: a renewal that several Terms
+// share (one lease under many leaderships), which each takes in its
+// turn. The renewal's Latency, as the hooks and Events see it, is
+// replied − sent, not the time until this call; the deadline is decided
+// as by Renewed, at this call.
+func (c *LeaseClock) RenewedAt(sent, replied time.Time, err error) time.Time {
+	return c.c.RenewedAt(sent, replied, err)
+}
+
 // End ends the Term with cause (wrapping one of election's sentinel
 // errors) unless it has already ended. It reports whether this call ended
 // it.

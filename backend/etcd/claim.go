@@ -110,7 +110,7 @@ func (f *follower) renewed() (time.Time, error) {
 	if sent, ok := s.fresh(f.e.o.Window()); ok {
 		return sent, nil
 	}
-	if _, err := s.renew(f.c.ctx()); err != nil {
+	if _, _, err := s.renew(f.c.ctx()); err != nil {
 		if last := s.lastRenewed(); s.private && clock.Since(last) > s.TTL() {
 			// The candidacy's own lease: no renewal went through for a
 			// whole TTL (its keepalives cannot reach etcd), so etcd has

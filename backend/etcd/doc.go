@@ -164,11 +164,14 @@
 // NewSession makes one lease with one renewal loop that any number of
 // Electors of any elections share (NewWithSession): a process with a
 // leader per shard renews one lease, about one request per third of a
-// lease window, instead of one per election. At each renewal the Session
-// calls the before-renewal hook of every Elector that leads on it, each in
-// its Elector's own goroutine, and sends one keepalive for those whose
-// hooks returned within a few milliseconds; a slow hook delays only its
-// own Term's renewal and a failing one ends only its own Term. Every
+// lease window, instead of one per election. At each renewal tick the
+// Session sends one keepalive, and every Term on it without a
+// before-renewal hook counts from that one, however many there are. The
+// hook of an Elector that has one is called in its Elector's own
+// goroutine, and its Term counts from a keepalive sent after the hook
+// returned (the tick's, if not yet sent a few milliseconds on, or one
+// more); a slow hook delays only its own Term's renewal and a failing one
+// ends only its own Term. Every
 // Term's deadline counts from the Session's renewals. The trade-off: a
 // lost Session (its lease expired or revoked, the client refused) ends
 // every leadership on it at once, and its Electors can no longer campaign
@@ -262,10 +265,10 @@
 // BENCHMARKS.md, "A leader notices another client": about a millisecond),
 // a waiter's Campaign returns ErrSessionLost, and what is left of it is
 // released. The rule fails closed: a renewal extends the Term only if the
-// watch was live both when it was sent and when it was answered, so a
-// leader whose watch broke (a member restart, a lost stream) keeps its
-// Term only to its current deadline unless the watch is back, and then it
-// reads its keys again before trusting them.
+// watch was live both when the leader took it (at the renewal tick) and
+// once it was answered, so a leader whose watch broke (a member restart, a
+// lost stream) keeps its Term only to its current deadline unless the
+// watch is back, and then it reads its keys again before trusting them.
 //
 // What is promised when someone else deletes the leader's leadership key:
 // the leader and the next candidate learn of it from the same revision —

@@ -225,9 +225,10 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 	defer e.wg.Done()
 	defer e.forget(c)
 	t := lc.Term()
-	// Retries of a failed renewal come fast (the Term's deadline runs),
-	// but not together with every other leader's on the session. The
-	// backoff is made at the first failure: most Terms never see one.
+	// A leader with a before-renewal hook retries a failed renewal of its
+	// own fast (the Term's deadline runs), but not together with every
+	// other leader's on the session. The backoff is made at the first
+	// failure: most Terms never see one.
 	var b *backoff.ExponentialBackOff
 	for {
 		// A leading candidacy halts only with its Term ended first (end,
@@ -242,22 +243,19 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 		}
 		// The tick's own renewal renews this Term too, sent or not yet:
 		// its send time, at or after the tick, is what the Term counts
-		// from. A before-renewal hook is asked before a renewal it
-		// approves is sent, so with one the Term waits for a renewal
-		// sent after the hook returned, as alone.
-		var joined *renewal
-		if e.o.BeforeRenew == nil {
-			joined = tk.r
-		}
+		// from, and its reply time what its latency is measured to. A
+		// before-renewal hook is asked before a renewal it approves is
+		// sent, so with one the Term waits for a renewal sent after the
+		// hook returned, as alone, and retries a failed one itself.
+		joined := e.o.BeforeRenew == nil
 		for lc.BeforeRenew() == nil {
 			watched := c.watched.Load()
-			var sent time.Time
+			var sent, replied time.Time
 			var err error
-			if joined != nil {
-				sent, err = c.s.await(t.Context(), joined)
-				joined = nil
+			if joined {
+				sent, replied, err = c.s.await(t.Context(), tk.r)
 			} else {
-				sent, err = c.s.renew(t.Context())
+				sent, replied, err = c.s.renew(t.Context())
 			}
 			if t.Err() != nil {
 				break
@@ -266,11 +264,18 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 			if err == nil && !(watched && c.watched.Load()) {
 				counted = errUnwatched // the lease lives, but a change of the keys might have gone unseen
 			}
-			lc.Renewed(sent, counted)
+			lc.RenewedAt(sent, replied, counted)
 			if err == nil || c.s.Err() != nil {
 				if b != nil {
 					b.Reset()
 				}
+				break
+			}
+			if joined {
+				// The tick's renewal failed, and the session says so
+				// (tickNow): its next tick comes sooner, after a pause
+				// that grows with jitter, and tries again for every
+				// leader at once rather than each on its own.
 				break
 			}
 			if b == nil {

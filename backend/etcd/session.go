@@ -27,11 +27,11 @@ import (
 //
 // Every Term of every Elector on a Session counts its deadline from the
 // Session's renewals, through its own lease clock and its own renewal
-// hooks: at each renewal the Session calls the before-renewal hook of
-// every Elector that leads, each in its own goroutine, and sends one
-// keepalive for all whose hooks returned by then (a slow hook delays only
-// its own Term's renewal, and a failing one ends only its own Term, never
-// the lease). The trade-off: when the Session is lost — its lease
+// hooks: at each tick the Session sends one keepalive, which every Term
+// without a before-renewal hook takes; an Elector with one calls it in its
+// own goroutine and sends, or joins while it waits to be sent, a
+// keepalive after it returned (a slow hook delays only its own Term's
+// renewal, and a failing one ends only its own Term, never the lease). The trade-off: when the Session is lost — its lease
 // expired, was revoked, or the client is refused — every leadership on it
 // ends at once, with election.ErrSessionLost, and its Electors can no
 // longer campaign (Campaign returns an error that is both ErrSessionLost
@@ -46,7 +46,7 @@ type Session struct {
 	lease    clientv3.LeaseID
 	ttlSec   int64
 	interval time.Duration // between renewals
-	gather   time.Duration // how long a renewal waits for others to join (claims of the moment; a tick's leaders join its renewal even once sent)
+	gather   time.Duration // how long a renewal waits for others to join (claims, leaders whose before-renewal hook just returned; a tick's other leaders take its renewal even once sent)
 	private  bool          // one candidacy's: its lease is revoked with the candidacy
 	nonce    atomic.Uint32 // numbers the queue keys written under the lease
 	retries  lograte.Limiter
@@ -70,9 +70,10 @@ type Session struct {
 // renewal is one keepalive, shared by everyone who asked for a renewal
 // before it was sent.
 type renewal struct {
-	sent time.Time
-	err  error
-	done chan struct{}
+	sent    time.Time
+	replied time.Time // when its reply (or failure) came
+	err     error
+	done    chan struct{}
 }
 
 // A sessionTick is one renewal tick of a session: ch is closed when it
@@ -308,7 +309,7 @@ func (s *Session) tickNow() {
 	s.tick = &sessionTick{ch: make(chan struct{})}
 	s.mu.Unlock()
 	next := s.interval
-	if _, err := s.await(s.ctx, r); err != nil && s.ctx.Err() == nil {
+	if _, _, err := s.await(s.ctx, r); err != nil && s.ctx.Err() == nil {
 		n, ok := s.retries.Allow(time.Now(), retryLogEvery)
 		if ok {
 			s.log.Warn("etcd election: renewing the session lease failed; retrying", "lease", fmt.Sprintf("%016x", uint64(s.lease)), "err", err, "not_logged_since_last", n)
@@ -356,12 +357,12 @@ func (s *Session) stopTicks() {
 // renew joins the renewal that has not been sent yet, or starts one, and
 // returns its send time (never before the call) and outcome. A lease etcd
 // no longer knows, or a final error, ends the session.
-func (s *Session) renew(ctx context.Context) (time.Time, error) {
+func (s *Session) renew(ctx context.Context) (sent, replied time.Time, err error) {
 	s.mu.Lock()
 	if s.err != nil {
 		err := s.ended()
 		s.mu.Unlock()
-		return time.Time{}, err
+		return time.Time{}, time.Time{}, err
 	}
 	r := s.pending()
 	s.mu.Unlock()
@@ -381,13 +382,14 @@ func (s *Session) pending() *renewal {
 	return r
 }
 
-// await waits for r and returns its send time and outcome.
-func (s *Session) await(ctx context.Context, r *renewal) (time.Time, error) {
+// await waits for r and returns its send time, when its reply (or
+// failure) came, and its outcome.
+func (s *Session) await(ctx context.Context, r *renewal) (sent, replied time.Time, err error) {
 	select {
 	case <-r.done:
-		return r.sent, r.err
+		return r.sent, r.replied, r.err
 	case <-ctx.Done():
-		return time.Time{}, ctx.Err()
+		return time.Time{}, time.Time{}, ctx.Err()
 	}
 }
 
@@ -404,6 +406,7 @@ func (s *Session) send(r *renewal) {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(s.ctx, max(s.interval, retryDelay))
 	_, r.err = keeperOf(s.cli).keepAlive(ctx, s.lease)
+	r.replied = clock.Now()
 	cancel()
 	switch {
 	case r.err == nil:

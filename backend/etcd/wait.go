@@ -46,10 +46,11 @@ import (
 // queue goes on watching, without a gap, from before it creates the leader
 // key until its leadership ends. Fail-closed rule: a renewal extends the
 // Term only if that watch was live both when the leader took the renewal
-// (sent then, or its session's tick's, just sent) and when its reply came
-// (renewLoop); when it breaks, it is opened again at the current revision
-// and the keys are read and checked under it before it counts again (so
-// a watch live again by then covers the keys since they were made).
+// (sent then, or its session's tick's, sent at or after the tick and
+// perhaps answered already) and once its reply had come (renewLoop); when
+// it breaks, it is opened again at the current revision and the keys are
+// read and checked under it before it counts again (so a watch live again
+// by then covers the keys since they were made).
 
 // oldLayoutPoll is how often a candidate that would lead looks again while
 // a key of the previous layout (a leased key named the prefix plus 16 hex

@@ -12,6 +12,7 @@ import "time"
 type Clock interface {
 	BeforeRenew() error
 	Renewed(sent time.Time, err error) time.Time
+	RenewedAt(sent, replied time.Time, err error) time.Time
 	End(cause error) bool
 	Wait()
 	AwaitHooks(d time.Duration) bool

@@ -270,6 +270,9 @@ func TestOneRenewalPerTick(t *testing.T) {
 		if s.Err() != nil {
 			t.Fatalf("the session ended: %v", s.Err())
 		}
+		if time.Since(began) > patience {
+			t.Fatalf("%d renewals in %v", ka.sent.Load()-before, patience)
+		}
 		time.Sleep(interval / 10)
 	}
 	sent, ticks := ka.sent.Load()-before, int64(time.Since(began)/interval)
