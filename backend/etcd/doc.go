@@ -17,10 +17,14 @@
 // An Elector talks to etcd on the client's gRPC connection, through the
 // client's interceptors (retries, authentication) and with its call
 // options, but not through the client's KV, Watcher and Lease. A client
-// whose KV or Watcher wraps clientv3's own (a namespace set with
-// namespace.NewKV and NewWatcher) is refused, as is a client without a
-// connection (clientv3.NewCtxClient, the embedded server's v3client): a
-// namespace belongs in the election's name.
+// whose KV or Watcher is not clientv3's own is refused — a namespace set
+// with namespace.NewKV and NewWatcher, above all, but any wrapper
+// (ordering, a leasing or a logging KV), which would apply to some of an
+// Elector's requests only — as is a client without a connection
+// (clientv3.NewCtxClient, the embedded server's v3client). A namespace
+// belongs in the election's name; what a wrapper does for the rest of a
+// program goes in gRPC interceptors (clientv3.Config.DialOptions), which
+// an Elector's requests pass through, or on a client of its own.
 // Its requests are built as etcd's messages: since etcd v3.7, clientv3's
 // builders clone every comparison by reflection at each step.
 //
@@ -265,10 +269,12 @@
 // BENCHMARKS.md, "A leader notices another client": about a millisecond),
 // a waiter's Campaign returns ErrSessionLost, and what is left of it is
 // released. The rule fails closed: a renewal extends the Term only if the
-// watch was live both when the leader took it (at the renewal tick) and
-// once it was answered, so a leader whose watch broke (a member restart, a
-// lost stream) keeps its Term only to its current deadline unless the
-// watch is back, and then it reads its keys again before trusting them.
+// watch was live both when the leader took it (at or after its tick, when
+// the renewal may have been sent and answered already: a watch live then
+// covers the keys since they were made, see wait.go) and once it was
+// answered, so a leader whose watch broke (a member restart, a lost
+// stream) keeps its Term only to its current deadline unless the watch is
+// back, and then it reads its keys again before trusting them.
 //
 // What is promised when someone else deletes the leader's leadership key:
 // the leader and the next candidate learn of it from the same revision —

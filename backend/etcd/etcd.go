@@ -191,11 +191,19 @@ func checkClient(cli *clientv3.Client) error {
 		return &election.OptionError{Field: "client", Value: "nil", Reason: "an etcd client is required"}
 	case cli.ActiveConnection() == nil:
 		return &election.OptionError{Field: "client", Value: "a client without a gRPC connection", Reason: "an Elector talks to etcd on the client's connection: use clientv3.New (a client of clientv3.NewCtxClient or the embedded server's v3client has none)"}
-	case !clientsOwn(cli.KV) || !clientsOwn(cli.Watcher):
-		return &election.OptionError{Field: "client", Value: fmt.Sprintf("a client whose KV is %T and Watcher %T", cli.KV, cli.Watcher),
-			Reason: "an Elector sends its requests and watches on the client's connection, not through a wrapper of its KV or Watcher (namespace.NewKV, namespace.NewWatcher), which would apply to some of them only: put the namespace in the election's name and pass a client without it"}
+	case !clientsOwn(cli.KV):
+		return wrappedErr("KV", cli.KV)
+	case !clientsOwn(cli.Watcher):
+		return wrappedErr("Watcher", cli.Watcher)
 	}
 	return nil
+}
+
+// wrappedErr refuses a client whose field (KV or Watcher) holds v, not
+// clientv3's own.
+func wrappedErr(field string, v any) error {
+	return &election.OptionError{Field: "client", Value: fmt.Sprintf("a client whose %s is %T, not clientv3's own", field, v),
+		Reason: "an Elector sends its requests and watches on the client's connection, and a wrapper of the client's KV or Watcher (a namespace, ordering, a leasing or logging KV) would apply to some of them only: put a namespace in the election's name, and use gRPC interceptors (clientv3.Config.DialOptions) or a second client for the rest"}
 }
 
 // clientPkg is the package path of clientv3's own types.

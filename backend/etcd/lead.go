@@ -216,11 +216,14 @@ func (f *follower) awaitCreated() error {
 }
 
 // renewLoop renews c's Term with its session: at each of the session's
-// ticks, the before-renewal hook, then a renewal of the session's lease
-// (shared with the other leaders of the tick), then the lease clock with
-// its send time and outcome. A failed renewal is retried every retryDelay
-// (hook first) until the clock's deadline ends the Term. When the Term
-// ends for any reason, the candidacy is withdrawn, so its keys go at once.
+// ticks, the before-renewal hook, then the tick's renewal of the session's
+// lease (shared with the other leaders of the tick; with a hook, one sent
+// after it returned), then the lease clock with its send and reply times
+// and outcome. A failed renewal is retried at the session's next tick,
+// which comes sooner after a failure (with a hook, on the leader's own
+// backoff, hook first), until the clock's deadline ends the Term. When
+// the Term ends for any reason, the candidacy is withdrawn, so its keys
+// go at once.
 func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 	defer e.wg.Done()
 	defer e.forget(c)
@@ -230,11 +233,12 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 	// other leader's on the session. The backoff is made at the first
 	// failure: most Terms never see one.
 	var b *backoff.ExponentialBackOff
+	joined := e.o.BeforeRenew == nil
+	tk := c.s.ticks()
 	for {
 		// A leading candidacy halts only with its Term ended first (end,
 		// lose), so the Term's end is the one case to wait on besides the
 		// ticks: each case is a parked goroutine's sudog, per leader.
-		tk := c.s.ticks()
 		select {
 		case <-t.Done():
 			e.withdraw(c, t.Err(), false) // nothing if it was withdrawn already
@@ -247,7 +251,6 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 		// before-renewal hook is asked before a renewal it approves is
 		// sent, so with one the Term waits for a renewal sent after the
 		// hook returned, as alone, and retries a failed one itself.
-		joined := e.o.BeforeRenew == nil
 		for lc.BeforeRenew() == nil {
 			watched := c.watched.Load()
 			var sent, replied time.Time
@@ -285,6 +288,15 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 			if e.pause(t.Context(), c, b.NextBackOff()) != nil {
 				break
 			}
+		}
+		if joined {
+			// The ticks one after the other, none skipped: the one after
+			// a failed renewal comes within tens of milliseconds, and a
+			// leader still busy then would otherwise wait a whole
+			// interval for the next, its Term running out meanwhile.
+			tk = tk.next
+		} else {
+			tk = c.s.ticks() // a slow hook skips the ticks it missed
 		}
 	}
 }

@@ -78,14 +78,19 @@ type renewal struct {
 
 // A sessionTick is one renewal tick of a session: ch is closed when it
 // comes, and r, set before, is the renewal it started, which the leaders
-// it wakes wait for rather than each start one of their own. A tick wakes
+// it wakes wait for rather than each start one of their own; next, set
+// with it, is the tick after, which a leader waits on next even if it
+// came while the leader was busy (a tick comes soon after a failed
+// renewal, and a leader that missed it would wait a whole interval for
+// the one after, its Term running out meanwhile). A tick wakes
 // every leader on the session at once: thousands of them take longer to
 // run than the renewal waits for them to join (gather), and each that
 // came late used to send a renewal of its own (three per tick per Session
 // with 50,000 elections × 3 on three Sessions).
 type sessionTick struct {
-	ch chan struct{}
-	r  *renewal
+	ch   chan struct{}
+	r    *renewal
+	next *sessionTick
 }
 
 // NewSession grants a lease and keeps it alive until Close or until etcd
@@ -304,9 +309,10 @@ func (s *Session) tickNow() {
 		return
 	}
 	r := s.pending()
-	s.tick.r = r
+	after := &sessionTick{ch: make(chan struct{})}
+	s.tick.r, s.tick.next = r, after
 	close(s.tick.ch)
-	s.tick = &sessionTick{ch: make(chan struct{})}
+	s.tick = after
 	s.mu.Unlock()
 	next := s.interval
 	if _, _, err := s.await(s.ctx, r); err != nil && s.ctx.Err() == nil {

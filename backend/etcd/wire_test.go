@@ -156,19 +156,19 @@ func TestNamespacedClient(t *testing.T) {
 	}
 	kv, w := cli.KV, cli.Watcher
 	for _, tc := range []struct {
-		name string
-		set  func()
+		name, field string
+		set         func()
 	}{
-		{"KV", func() { cli.KV, cli.Watcher = namespace.NewKV(kv, "ns/"), w }},
-		{"Watcher", func() { cli.KV, cli.Watcher = kv, namespace.NewWatcher(w, "ns/") }},
-		{"nil KV", func() { cli.KV, cli.Watcher = nil, w }},
+		{"a namespaced KV", "KV is *namespace.kvPrefix", func() { cli.KV, cli.Watcher = namespace.NewKV(kv, "ns/"), w }},
+		{"a namespaced Watcher", "Watcher is *namespace.watcherPrefix", func() { cli.KV, cli.Watcher = kv, namespace.NewWatcher(w, "ns/") }},
+		{"a nil KV", "KV is <nil>", func() { cli.KV, cli.Watcher = nil, w }},
 	} {
 		tc.set()
-		if _, err := New(cli, "/e"); !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "namespace") {
-			t.Errorf("%s wrapped: New: %v, want ErrInvalidOption naming the namespace", tc.name, err)
+		if _, err := New(cli, "/e"); !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: New: %v, want ErrInvalidOption naming the %s", tc.name, err, tc.field)
 		}
-		if _, err := NewSession(t.Context(), cli); !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), "namespace") {
-			t.Errorf("%s wrapped: NewSession: %v, want ErrInvalidOption naming the namespace", tc.name, err)
+		if _, err := NewSession(t.Context(), cli); !errors.Is(err, election.ErrInvalidOption) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: NewSession: %v, want ErrInvalidOption naming the %s", tc.name, err, tc.field)
 		}
 	}
 }
