@@ -90,11 +90,19 @@ func (r *requestCount) batchesSeen() (mixed []string, tops map[string]bool) {
 }
 
 func (r *requestCount) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	s, err := streamer(ctx, desc, cc, method, opts...)
-	if err != nil {
-		return s, err
+	return sendsOn("", &r.sent)(ctx, desc, cc, method, streamer, opts...)
+}
+
+// sendsOn is a stream interceptor that counts in n the messages a client
+// sends on its streams of method (every stream's, if method is "").
+func sendsOn(method string, n *atomic.Int64) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, m string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(ctx, desc, cc, m, opts...)
+		if err != nil || method != "" && m != method {
+			return s, err
+		}
+		return &countedSends{ClientStream: s, n: n}, nil
 	}
-	return &countedSends{ClientStream: s, r: r}, nil
 }
 
 // electionOf returns the election a request of a batch is of: the name
@@ -127,11 +135,11 @@ func electionOf(op *pb.RequestOp) string {
 
 type countedSends struct {
 	grpc.ClientStream
-	r *requestCount
+	n *atomic.Int64
 }
 
 func (s *countedSends) SendMsg(m any) error {
-	s.r.sent.Add(1)
+	s.n.Add(1)
 	return s.ClientStream.SendMsg(m)
 }
 

@@ -211,28 +211,6 @@ func TestNewWithSessionRefusesBadInput(t *testing.T) {
 	}
 }
 
-// keepAliveCount counts the lease renewals a client sends on its
-// LeaseKeepAlive streams.
-type keepAliveCount struct{ sent atomic.Int64 }
-
-func (k *keepAliveCount) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	s, err := streamer(ctx, desc, cc, method, opts...)
-	if err != nil || method != methodKeepAlive {
-		return s, err
-	}
-	return &keepAliveSends{ClientStream: s, k: k}, nil
-}
-
-type keepAliveSends struct {
-	grpc.ClientStream
-	k *keepAliveCount
-}
-
-func (s *keepAliveSends) SendMsg(m any) error {
-	s.k.sent.Add(1)
-	return s.ClientStream.SendMsg(m)
-}
-
 // A Session renews its lease once per tick however many elections it
 // leads: every leader its tick wakes waits for the tick's renewal, even
 // one that wakes after it was sent (with thousands of leaders, most do),
@@ -240,8 +218,8 @@ func (s *keepAliveSends) SendMsg(m any) error {
 func TestOneRenewalPerTick(t *testing.T) {
 	const n = 3000
 	eps := startEtcd(t)
-	var ka keepAliveCount
-	cli := dialClient(t, eps, grpc.WithChainStreamInterceptor(ka.stream))
+	var keepalives atomic.Int64 // the renewals the client sends
+	cli := dialClient(t, eps, grpc.WithChainStreamInterceptor(sendsOn(methodKeepAlive, &keepalives)))
 	ttl := 2 * time.Second
 	s := newSession(t, cli, election.WithTTL(ttl))
 	o, err := election.NewOptions(election.WithTTL(ttl))
@@ -265,17 +243,17 @@ func TestOneRenewalPerTick(t *testing.T) {
 	}
 	// Over a few ticks: at most one renewal per tick, and one for a tick
 	// that falls at either end of the window.
-	before, began := ka.sent.Load(), time.Now()
-	for ka.sent.Load() < before+6 {
+	before, began := keepalives.Load(), time.Now()
+	for keepalives.Load() < before+6 {
 		if s.Err() != nil {
 			t.Fatalf("the session ended: %v", s.Err())
 		}
 		if time.Since(began) > patience {
-			t.Fatalf("%d renewals in %v", ka.sent.Load()-before, patience)
+			t.Fatalf("%d renewals in %v", keepalives.Load()-before, patience)
 		}
 		time.Sleep(interval / 10)
 	}
-	sent, ticks := ka.sent.Load()-before, int64(time.Since(began)/interval)
+	sent, ticks := keepalives.Load()-before, int64(time.Since(began)/interval)
 	if sent > ticks+2 {
 		t.Errorf("%d renewals in %v, %d ticks of %v: a tick sent more than one", sent, time.Since(began).Round(time.Millisecond), ticks, interval)
 	}
