@@ -234,7 +234,6 @@ func (c *leaseClock) RenewedAt(sent, replied time.Time, err error) time.Time {
 	if replied.Before(sent) {
 		replied = sent
 	}
-	latency := replied.Sub(sent)
 	late := !now.Before(t.deadline)
 	slack := t.deadline.Sub(sent)
 	switch {
@@ -246,11 +245,11 @@ func (c *leaseClock) RenewedAt(sent, replied time.Time, err error) time.Time {
 			t.deadline = d
 		}
 	}
+	r := Renewal{Leader: t.Leader(), Sent: sent, Latency: replied.Sub(sent), Err: err, Deadline: t.deadline}
 	if c.after != nil {
 		// Queued before a late reply ends the Term: the hook loop drains
 		// the queue before it exits, so the attempt that lost the lease is
 		// reported too.
-		r := Renewal{Leader: t.Leader(), Sent: sent, Latency: latency, Err: err, Deadline: t.deadline}
 		c.enqueueLocked(func() {
 			if err := c.callHook("after-renewal", func() error { c.after(r); return nil }); err != nil {
 				c.End(fmt.Errorf("%w: %w", ErrUnhealthy, err))
@@ -258,7 +257,6 @@ func (c *leaseClock) RenewedAt(sent, replied time.Time, err error) time.Time {
 		})
 	}
 	if obs := c.obs; obs != nil && obs.Renewed != nil {
-		r := Renewal{Leader: t.Leader(), Sent: sent, Latency: latency, Err: err, Deadline: t.deadline}
 		c.enqueueLocked(func() { c.observe("Renewed", func() { obs.Renewed(r, slack) }) })
 	}
 	if late {

@@ -29,13 +29,14 @@ import (
 // Session's renewals, through its own lease clock and its own renewal
 // hooks: at each tick the Session sends one keepalive, which every Term
 // without a before-renewal hook takes; an Elector with one calls it in its
-// own goroutine and sends, or joins while it waits to be sent, a
-// keepalive after it returned (a slow hook delays only its own Term's
-// renewal, and a failing one ends only its own Term, never the lease). The trade-off: when the Session is lost — its lease
-// expired, was revoked, or the client is refused — every leadership on it
-// ends at once, with election.ErrSessionLost, and its Electors can no
-// longer campaign (Campaign returns an error that is both ErrSessionLost
-// and election.ErrClosed): make a new Session and new Electors.
+// own goroutine and sends, or joins while it waits to be sent, a keepalive
+// after it returned (a slow hook delays only its own Term's renewal, and a
+// failing one ends only its own Term, never the lease). The trade-off:
+// when the Session is lost — its lease expired, was revoked, or the client
+// is refused — every leadership on it ends at once, with
+// election.ErrSessionLost, and its Electors can no longer campaign
+// (Campaign returns an error that is both ErrSessionLost and
+// election.ErrClosed): make a new Session and new Electors.
 //
 // An Elector made by New has no shared Session: each of its candidacies
 // gets a lease of its own, as if on a Session of its own.
@@ -79,14 +80,14 @@ type renewal struct {
 // A sessionTick is one renewal tick of a session: ch is closed when it
 // comes, and r, set before, is the renewal it started, which the leaders
 // it wakes wait for rather than each start one of their own; next, set
-// with it, is the tick after, which a leader waits on next even if it
-// came while the leader was busy (a tick comes soon after a failed
-// renewal, and a leader that missed it would wait a whole interval for
-// the one after, its Term running out meanwhile). A tick wakes
-// every leader on the session at once: thousands of them take longer to
-// run than the renewal waits for them to join (gather), and each that
-// came late used to send a renewal of its own (three per tick per Session
-// with 50,000 elections × 3 on three Sessions).
+// with it, is the tick after, which a leader waits on next even if it came
+// while the leader was busy (a tick comes soon after a failed renewal, and
+// a leader that missed it would wait a whole interval for the one after,
+// its Term running out meanwhile). A tick wakes every leader on the
+// session at once: thousands of them take longer to run than the renewal
+// waits for them to join (gather), and each that came late used to send a
+// renewal of its own (three per tick per Session with 50,000 elections × 3
+// on three Sessions).
 type sessionTick struct {
 	ch   chan struct{}
 	r    *renewal
