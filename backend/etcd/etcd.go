@@ -119,12 +119,12 @@ type candidacy struct {
 
 // whenHalted makes f be called when c halts, at once if it has; the
 // returned func forgets f (if it has not been called).
-func (c *candidacy) whenHalted(f func()) (forget func()) {
+func (c *candidacy) whenHalted(f func()) (forget func() bool) {
 	stop, ok := c.addHook(f)
 	if !ok {
 		f()
 	}
-	return func() { stop() }
+	return stop
 }
 
 // settle closes c.settled, once.
@@ -335,6 +335,9 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	settled := false
 	select {
 	case <-c.settled: // elected, stopped, lost or closed
+		// settle closed it, once (settledOnce): no one reads it again,
+		// and a leader keeps its candidacy for its whole Term.
+		c.settled = nil
 		settled = true
 	case <-ctx.Done():
 	}
@@ -933,7 +936,8 @@ func (e *Elector) releaseTxn(c *candidacy) *txn {
 }
 
 // release gives up c's keys and, with lease, its private lease, within
-// ctx. c must be halted.
+// ctx. c must be halted, or (Resign) its Term ended: its guard then acts
+// on nothing more, and it halts once its keys are released.
 //
 // The keys go first, in one transaction: the leader key if c holds it
 // (by its create revision once c leads; before, by the exact value c
@@ -1138,7 +1142,22 @@ func (e *Elector) Resign(ctx context.Context) error {
 	var first *txn
 	if c != nil {
 		first = e.releaseTxn(c) // before the Term's end wakes c's goroutines
-		e.end(c, election.ErrResigned)
+		e.mu.Lock()
+		lc := c.lc
+		e.mu.Unlock()
+		if lc == nil {
+			e.end(c, election.ErrResigned)
+		} else {
+			// A leader's Term ends before anything is sent (P3); its
+			// candidacy halts once its keys' release has been answered,
+			// so that waking its goroutines (its guard closes its watch,
+			// on the client's connection) does not hold up the release
+			// the next candidate waits for. Its guard stops at its next
+			// wake-up, the release's own events most likely, without
+			// acting on them: the Term has ended.
+			skeleton.EndTerm(lc, election.ErrResigned)
+			defer c.halt()
+		}
 	}
 	var errs []error
 	for _, p := range pending {

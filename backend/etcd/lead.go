@@ -26,6 +26,9 @@ var errUnwatched = errors.New("etcd election: the candidate's keys were not watc
 // else ends the candidacy.
 func (f *follower) guard(token int64) {
 	e, c := f.e, f.c
+	e.mu.Lock()
+	t := c.lc.Term()
+	e.mu.Unlock()
 	seen := token
 	p := newPreemption(e, c)
 	defer p.stop()
@@ -33,7 +36,11 @@ func (f *follower) guard(token int64) {
 	// taken from (its creation, a change of c's keys) while it is out.
 	var rd *succRead
 	var succRetry <-chan time.Time
-	for c.ctx().Err() == nil {
+	// A Term that ended leaves nothing to guard: its candidacy is being
+	// withdrawn (renewLoop) or released (Resign, which halts it once
+	// the release is answered). Its own release's events are not a
+	// change by another client.
+	for c.ctx().Err() == nil && t.Err() == nil {
 		if f.w == nil {
 			rev, ok := f.rewatch(token, p)
 			if !ok {
@@ -60,10 +67,16 @@ func (f *follower) guard(token int64) {
 		case <-succRetry:
 			succRetry, f.needSucc = nil, true
 		case <-p.fire():
+			if t.Err() != nil {
+				return
+			}
 			if p.preempt(token) {
 				return
 			}
 		case <-f.w.mw.readyC():
+			if t.Err() != nil {
+				return
+			}
 			resps, werr := f.w.mw.take()
 			for _, wr := range resps {
 				if wr.Created {

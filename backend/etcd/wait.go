@@ -150,11 +150,11 @@ type follower struct {
 	waitPoll    time.Duration
 	claimNext   bool
 	handoffNext bool
-	pmu         sync.Mutex // guards the park below
-	parked      bool       // no goroutine runs the candidacy: one of the wakers below starts one
-	parkGen     int        // counts the parks
-	pollDue     bool       // the parked wait's poll ran out
-	stopCtxWake func()     // forgets the wake on the candidacy's halt
+	pmu         sync.Mutex  // guards the park below
+	parked      bool        // no goroutine runs the candidacy: one of the wakers below starts one
+	parkGen     int         // counts the parks
+	pollDue     bool        // the parked wait's poll ran out
+	stopCtxWake func() bool // forgets the wake on the candidacy's halt
 	pollTimer   *time.Timer
 }
 
