@@ -3,6 +3,7 @@ package election
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -118,13 +119,27 @@ type leaseClock struct {
 	before BeforeRenewFunc
 	after  AfterRenewFunc
 	obs    *Events
-	log    func(msg string, args ...any)
+	log    *slog.Logger // nil: none
 
 	// Hook queue, guarded by t.mu. The hook goroutine exists only if a hook
 	// is set; hooksDone is closed when it has exited.
 	queue     []func()
 	wake      chan struct{}
 	hooksDone chan struct{}
+}
+
+// noHooks is the hooksDone of every leaseClock without hooks: closed.
+var noHooks = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// warn logs msg through the Options' Logger, if there is one.
+func (c *leaseClock) warn(msg string, args ...any) {
+	if c.log != nil {
+		c.log.Warn(msg, args...)
+	}
 }
 
 // newTerm is backend.NewTerm: it starts a Term for leader l whose lease
@@ -134,17 +149,13 @@ func newTerm(o Options, l Leader, sent time.Time) (*Term, *leaseClock) {
 	l.Value = append([]byte(nil), l.Value...)
 	sent = clampSent(sent, clock.Now())
 	t := &Term{leader: l, window: o.Window(), ctx: ctx, cancel: cancel, deadline: sent.Add(o.Window())}
-	c := &leaseClock{t: t, before: o.BeforeRenew, after: o.AfterRenew, obs: o.Events, hooksDone: make(chan struct{})}
-	if o.Logger != nil {
-		c.log = o.Logger.Warn
-	} else {
-		c.log = func(string, ...any) {}
-	}
+	c := &leaseClock{t: t, before: o.BeforeRenew, after: o.AfterRenew, obs: o.Events, log: o.Logger}
 	if c.before != nil || c.after != nil || c.obs != nil {
+		c.hooksDone = make(chan struct{})
 		c.wake = make(chan struct{}, 1)
 		go c.hookLoop()
 	} else {
-		close(c.hooksDone)
+		c.hooksDone = noHooks // a Term without hooks holds no channel of its own for them
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -389,7 +400,7 @@ func (c *leaseClock) hookLoop() {
 func (c *leaseClock) callHook(name string, f func() error) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			c.log("election: "+name+" hook panicked", "term", c.t.String(), "panic", v, "stack", string(debug.Stack()))
+			c.warn("election: "+name+" hook panicked", "term", c.t.String(), "panic", v, "stack", string(debug.Stack()))
 			err = fmt.Errorf("%s hook panicked: %v", name, v)
 		}
 	}()

@@ -159,6 +159,10 @@ func WithBeforeRenew(f BeforeRenewFunc) Option { return func(o *Options) { o.Bef
 // WithAfterRenew sets the hook called after each renewal attempt while leading.
 func WithAfterRenew(f AfterRenewFunc) Option { return func(o *Options) { o.AfterRenew = f } }
 
+// discardLogger is the default Logger: one for every Elector (a Logger
+// is immutable), not one each.
+var discardLogger = slog.New(slog.DiscardHandler)
+
 // DefaultOptions returns the defaults, with a fresh generated ID.
 func DefaultOptions() Options {
 	return Options{
@@ -166,7 +170,7 @@ func DefaultOptions() Options {
 		TTL:    DefaultTTL,
 		Drift:  DefaultDrift,
 		Margin: DefaultMargin,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: discardLogger,
 	}
 }
 

@@ -3,6 +3,7 @@ package etcd
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -102,9 +103,11 @@ const retryLogEvery = 5 * time.Second
 // line was logged for c less than retryLogEvery ago (then it is counted,
 // and the count goes with the next line).
 func (e *Elector) retryLog(c *candidacy, what string, err error) {
-	p := &e.retries
+	var p *atomic.Pointer[lograte.Limiter]
 	if c != nil {
 		p = &c.retries
+	} else {
+		p = &e.extra().retries
 	}
 	l := p.Load()
 	if l == nil {

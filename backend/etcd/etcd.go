@@ -41,28 +41,73 @@ type Elector struct {
 	sess *Session // the shared session, or nil: each candidacy has a lease of its own
 
 	gate *skeleton.Gate // one Campaign at a time; Close's signal
+	// more: what an Elector needs only once it releases a candidacy,
+	// retries outside one, works in the background or is observed; made
+	// at its first use (extra): most Electors of a sharded service never
+	// need it, and a process may hold thousands of Electors.
+	more  atomic.Pointer[electorExtra]
+	wg    sync.WaitGroup
+	reads atomic.Int64  // queue reads and claims issued while waiting (P9: a handover costs O(1) of them)
+	seen  atomic.Uint64 // the highest token seen lead: Leader and Observe never report a lower one
+
+	mu     sync.Mutex
+	closed bool
+	cand   *candidacy
+	queued *queueRun      // the queue call in progress, or nil: Close ends it
+	terms  skeleton.Terms // Terms whose hooks may still run: Close waits for them
+}
+
+// electorExtra is the rarely needed part of an Elector (Elector.more).
+type electorExtra struct {
 	// bg: the context of the Elector's background work (releases, reads
 	// that outlive a call), canceled by Close; made at its first use
-	// (background): most Electors of a sharded service never need it.
+	// (background).
 	bg      atomic.Pointer[bgContext]
-	bgEnded atomic.Bool // Close has canceled bg, or will cancel it as it is made
-	wg      sync.WaitGroup
-	reads   atomic.Int64                    // queue reads and claims issued while waiting (P9: a handover costs O(1) of them)
+	bgEnded atomic.Bool                     // Close has canceled bg, or will cancel it as it is made
 	retries atomic.Pointer[lograte.Limiter] // log lines of retried errors outside a candidacy (made at the first)
-	seen    atomic.Uint64                   // the highest token seen lead: Leader and Observe never report a lower one
 
-	mu      sync.Mutex
-	closed  bool
-	cand    *candidacy
-	queuing *candidacy // being queued (queue), not yet cand: Close halts it
-	// stopQueue ends queue's requests and waits: Close calls it.
-	stopQueue context.CancelFunc
-	pending   []*candidacy // ended, but their keys or lease not yet released
+	// Guarded by Elector.mu:
+	pending []*candidacy // ended, but their keys or lease not yet released
 	// releasing is closed when the goroutine releasing the pending
 	// candidacies for Campaign (releasePending) is done; nil when none runs.
 	releasing chan struct{}
-	terms     skeleton.Terms // Terms whose hooks may still run: Close waits for them
-	obs       *watch.Feed    // Observe: one watcher per Elector, made and started by the first stream
+	obs       *watch.Feed // Observe: one watcher per Elector, made and started by the first stream
+}
+
+// extra returns e's rarely needed part, making it at the first call.
+func (e *Elector) extra() *electorExtra {
+	if x := e.more.Load(); x != nil {
+		return x
+	}
+	e.more.CompareAndSwap(nil, new(electorExtra))
+	return e.more.Load()
+}
+
+// pendingLocked returns the pending candidacies, without making e's
+// extra part; e.mu is held.
+func (e *Elector) pendingLocked() []*candidacy {
+	if x := e.more.Load(); x != nil {
+		return x.pending
+	}
+	return nil
+}
+
+// keepPending adds c to the pending candidacies, unless it is there or e
+// is closed; e.mu is held.
+func (e *Elector) keepPending(c *candidacy) {
+	if e.closed {
+		return
+	}
+	if x := e.extra(); !slices.Contains(x.pending, c) {
+		x.pending = append(x.pending, c)
+	}
+}
+
+// queueRun is a queue call in progress: Close ends its requests (cancel)
+// and halts the candidacy it queues (c, once made), and waits for it.
+type queueRun struct {
+	cancel context.CancelFunc
+	c      *candidacy
 }
 
 // candidacy is one queue key under one session, from Campaign until it is
@@ -92,21 +137,19 @@ type candidacy struct {
 	// is the candidacy's one signal of its end: a channel each for its
 	// stop and its loss would be two more per candidacy, and a process
 	// may hold thousands of them.
-	stopOnce sync.Once
-	done     chan struct{}                   // Done's channel, made at the first call (guarded by hookMu)
-	lostErr  error                           // why the session or a key is gone, once it is (set once, under Elector.mu, before the halt)
-	watched  atomic.Bool                     // the candidacy's watch covers its keys without a gap (see wait.go)
-	waiting  atomic.Bool                     // it waits on a live watch (follower.wait): its reads are done until the watch fires
-	retries  atomic.Pointer[lograte.Limiter] // log lines of retried errors (made at the first)
+	stopOnce    sync.Once
+	settledOnce atomic.Bool                     // settled is closed
+	done        chan struct{}                   // Done's channel, made at the first call (guarded by hookMu)
+	lostErr     error                           // why the session or a key is gone, once it is (set once, under Elector.mu, before the halt)
+	watched     atomic.Bool                     // the candidacy's watch covers its keys without a gap (see wait.go)
+	waiting     atomic.Bool                     // it waits on a live watch (follower.wait): its reads are done until the watch fires
+	retries     atomic.Pointer[lograte.Limiter] // log lines of retried errors (made at the first)
 	// settled is closed once lc is set, and when c halts or is lost:
 	// what Campaign waits on (one channel rather than three, each a
 	// parked select case for every waiting Campaign).
-	settled     chan struct{}
-	settledOnce atomic.Bool
-	lc          *backend.LeaseClock
-	token       int64 // the leader key's create revision once leading (guarded by Elector.mu)
-	keyGone     bool  // its keys were deleted; only a private lease is left to revoke (guarded by Elector.mu)
-	retrying    bool  // releaseShared runs for it (guarded by Elector.mu)
+	settled chan struct{}
+	lc      *backend.LeaseClock
+	token   int64 // the leader key's create revision once leading (guarded by Elector.mu)
 
 	// What halt calls (whenHalted, AfterFunc): the cancels of the
 	// contexts derived from the candidacy (context.go) and the wakers of
@@ -114,7 +157,10 @@ type candidacy struct {
 	// candidacy for good, and a process may hold thousands of them.
 	hookMu sync.Mutex
 	hooks  []*func()
-	halted bool
+	halted bool // (guarded by hookMu)
+
+	keyGone  bool // its keys were deleted; only a private lease is left to revoke (guarded by Elector.mu)
+	retrying bool // releaseShared runs for it (guarded by Elector.mu)
 }
 
 // whenHalted makes f be called when c halts, at once if it has; the
@@ -263,15 +309,16 @@ type bgContext struct {
 // made at the first call; Close cancels it (stopBackground), whether
 // it was made before or after.
 func (e *Elector) background() context.Context {
-	if b := e.bg.Load(); b != nil {
+	x := e.extra()
+	if b := x.bg.Load(); b != nil {
 		return b.ctx
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if !e.bg.CompareAndSwap(nil, &bgContext{ctx: ctx, cancel: cancel}) {
+	if !x.bg.CompareAndSwap(nil, &bgContext{ctx: ctx, cancel: cancel}) {
 		cancel()
-		return e.bg.Load().ctx
+		return x.bg.Load().ctx
 	}
-	if e.bgEnded.Load() {
+	if x.bgEnded.Load() {
 		cancel() // Close came first
 	}
 	return ctx
@@ -279,14 +326,15 @@ func (e *Elector) background() context.Context {
 
 // stopBackground cancels the background context, now or as it is made.
 func (e *Elector) stopBackground() {
-	e.bgEnded.Store(true)
-	if b := e.bg.Load(); b != nil {
+	x := e.extra()
+	x.bgEnded.Store(true)
+	if b := x.bg.Load(); b != nil {
 		b.cancel()
 	}
 }
 
 // Name returns the election's name, the one given to New.
-func (e *Elector) Name() string { return e.lay.prefix[:len(e.lay.prefix)-1] }
+func (e *Elector) Name() string { return e.lay.name }
 
 // ID returns the candidate's ID.
 func (e *Elector) ID() string { return e.o.ID }
@@ -411,24 +459,27 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	}
 	// queue is one of the Elector's goroutines while it runs: Close waits
 	// for it (a lease granted as Close begins is closed, not left with
-	// its renewals), and ends it (stopQueue) if it has not ended on its
-	// own. Not through an AfterFunc of e.bg: the map of children that
-	// gives the Elector's context stays with it for good, and a process
-	// may hold thousands of Electors. A closed client fails the requests
-	// at once, which ends it too.
+	// its renewals), and ends it (queueRun) if it has not ended on its
+	// own. Not through an AfterFunc of the background context: the map
+	// of children that gives that context stays with it for good, and a
+	// process may hold thousands of Electors. A closed client fails the
+	// requests at once, which ends it too.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	run := &queueRun{cancel: cancel}
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
 		return nil, election.ErrClosed
 	}
 	e.wg.Add(1)
-	e.stopQueue = cancel
+	e.queued = run
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()
-		e.stopQueue = nil
+		if e.queued == run {
+			e.queued = nil
+		}
 		e.mu.Unlock()
 		e.wg.Done()
 	}()
@@ -504,7 +555,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	}
 	nonce := s.nonce.Add(1)
 	c := &candidacy{s: s, key: e.lay.queueKey(e.o.Priority, seq, s.lease, nonce), settled: make(chan struct{})}
-	// Close halts the candidacy being queued (queuing) as it ends the
+	// Close halts the candidacy being queued (queueRun) as it ends the
 	// current one.
 	e.mu.Lock()
 	if e.closed {
@@ -512,15 +563,8 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		c.halt()
 		return nil, election.ErrClosed
 	}
-	e.queuing = c
+	run.c = c
 	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		if e.queuing == c {
-			e.queuing = nil
-		}
-		e.mu.Unlock()
-	}()
 	// A session's loss names no election (a Session carries many): the
 	// candidacy's cause names its own.
 	if err := s.join(c, func(err error) { e.lose(c, fmt.Errorf("etcd election %s: %w", e.Name(), err)) }); err != nil {
@@ -805,9 +849,7 @@ func (e *Elector) lose(c *candidacy, err error) bool {
 	mine := e.cand == c
 	if mine {
 		e.cand = nil
-		if !e.closed && !slices.Contains(e.pending, c) {
-			e.pending = append(e.pending, c) // what is left of it goes with the next Campaign, Resign or Close
-		}
+		e.keepPending(c) // what is left of it goes with the next Campaign, Resign or Close
 	}
 	e.mu.Unlock()
 	if lc != nil {
@@ -974,9 +1016,7 @@ func (e *Elector) releaseWith(ctx context.Context, c *candidacy, lease bool, t *
 		// released through it: the lease expires on its own.
 		err = fmt.Errorf("etcd election: %s: the etcd client was closed (the lease expires on its own within its TTL)", what)
 		e.mu.Lock()
-		if !slices.Contains(e.pending, c) && !e.closed {
-			e.pending = append(e.pending, c)
-		}
+		e.keepPending(c)
 		e.mu.Unlock()
 		return err
 	}
@@ -1003,15 +1043,17 @@ func (e *Elector) releaseWith(ctx context.Context, c *candidacy, lease bool, t *
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	i := slices.Index(e.pending, c)
+	i := slices.Index(e.pendingLocked(), c)
 	switch {
 	case err == nil && (lease || !c.s.private):
 		if i >= 0 {
-			e.pending = slices.Delete(e.pending, i, i+1)
+			x := e.extra()
+			x.pending = slices.Delete(x.pending, i, i+1)
 		}
 		return nil
 	case i < 0:
-		e.pending = append(e.pending, c)
+		x := e.extra()
+		x.pending = append(x.pending, c)
 	}
 	if err == nil {
 		return nil
@@ -1046,7 +1088,7 @@ func (e *Elector) releaseShared(c *candidacy) {
 		case <-time.After(b.NextBackOff()):
 		}
 		e.mu.Lock()
-		done := c.keyGone || !slices.Contains(e.pending, c)
+		done := c.keyGone || !slices.Contains(e.pendingLocked(), c)
 		e.mu.Unlock()
 		if done {
 			return
@@ -1069,11 +1111,15 @@ func (e *Elector) releaseShared(c *candidacy) {
 // the next call to send again.
 func (e *Elector) releasePending(ctx context.Context) {
 	e.mu.Lock()
-	done := e.releasing
-	if done == nil && len(e.pending) > 0 && !e.closed {
-		pending := append([]*candidacy(nil), e.pending...)
+	var done chan struct{}
+	if x := e.more.Load(); x != nil {
+		done = x.releasing
+	}
+	if done == nil && len(e.pendingLocked()) > 0 && !e.closed {
+		x := e.extra()
+		pending := append([]*candidacy(nil), x.pending...)
 		done = make(chan struct{})
-		e.releasing = done
+		x.releasing = done
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
@@ -1086,7 +1132,7 @@ func (e *Elector) releasePending(ctx context.Context) {
 			}
 			cancel()
 			e.mu.Lock()
-			e.releasing = nil
+			x.releasing = nil
 			e.mu.Unlock()
 			close(done)
 		}()
@@ -1119,16 +1165,16 @@ func (e *Elector) Resign(ctx context.Context) error {
 	}
 	c := e.cand
 	e.cand = nil
-	if c != nil && !slices.Contains(e.pending, c) {
-		e.pending = append(e.pending, c)
+	if c != nil {
+		e.keepPending(c)
 	}
 	// c first: its keys' deletion is what the next candidate waits for
 	// (the leases of earlier candidacies, left to the next call, follow).
-	pending := make([]*candidacy, 0, len(e.pending))
+	pending := make([]*candidacy, 0, len(e.pendingLocked())+1)
 	if c != nil {
 		pending = append(pending, c)
 	}
-	for _, p := range e.pending {
+	for _, p := range e.pendingLocked() {
 		if p != c {
 			pending = append(pending, p)
 		}
@@ -1194,17 +1240,26 @@ func (e *Elector) Close() error {
 	e.gate.Close()
 	c := e.cand
 	e.cand = nil
-	if c != nil && !slices.Contains(e.pending, c) {
-		e.pending = append(e.pending, c)
+	var releasing chan struct{}
+	if c != nil {
+		if x := e.extra(); !slices.Contains(x.pending, c) {
+			x.pending = append(x.pending, c) // e.closed is set: keepPending would not
+		}
 	}
-	releasing := e.releasing
-	queuing, stopQueue := e.queuing, e.stopQueue
+	if x := e.more.Load(); x != nil {
+		releasing = x.releasing
+	}
+	run := e.queued
+	var queuing *candidacy
+	if run != nil {
+		queuing = run.c
+	}
 	e.mu.Unlock()
 	if queuing != nil {
 		queuing.halt() // its create ends; queue releases what it made
 	}
-	if stopQueue != nil {
-		stopQueue()
+	if run != nil {
+		run.cancel()
 	}
 	if c != nil {
 		e.end(c, election.ErrClosed)
@@ -1217,7 +1272,7 @@ func (e *Elector) Close() error {
 		}
 	}
 	e.mu.Lock()
-	pending := append([]*candidacy(nil), e.pending...)
+	pending := append([]*candidacy(nil), e.pendingLocked()...)
 	e.mu.Unlock()
 	if e.cli.Ctx().Err() == nil {
 		for _, p := range pending {

@@ -105,37 +105,52 @@ const (
 // directory: 32 hex digits of rank, "-", 16 of lease, "-", 8 of nonce.
 const queueKeyLen = 32 + 1 + 16 + 1 + 8
 
-// layout holds the keys of one election. Only the prefix is kept: the
-// other names are made when a request needs them, since a process may
-// hold an Elector (and so a layout) for each of thousands of elections.
+// layout holds the keys of one election. Only the name is kept, the
+// string New was given: the other names are made when a request needs
+// them, since a process may hold an Elector (and so a layout) for each of
+// thousands of elections. Every key is under the prefix N + "/".
 type layout struct {
-	prefix string // N + "/"
+	name string // N
 }
 
-func newLayout(name string) layout { return layout{prefix: name + "/"} }
+func newLayout(name string) layout { return layout{name: name} }
+
+// prefixLen is the length of the prefix N + "/".
+func (l layout) prefixLen() int { return len(l.name) + 1 }
+
+// cutPrefix returns key without the prefix N + "/", and whether key has it.
+func (l layout) cutPrefix(key string) (string, bool) {
+	if len(key) < l.prefixLen() || key[:len(l.name)] != l.name || key[len(l.name)] != '/' {
+		return key, false
+	}
+	return key[l.prefixLen():], true
+}
+
+// appendPrefix appends N + "/" to b.
+func (l layout) appendPrefix(b []byte) []byte { return append(append(b, l.name...), '/') }
 
 // leader is N/_l/: the leadership keys' directory.
-func (l layout) leader() string { return l.prefix + leaderDir }
+func (l layout) leader() string { return l.name + "/" + leaderDir }
 
 // leadEnd is the end of its range: N/_l0.
-func (l layout) leadEnd() string { return l.prefix + leaderDir[:len(leaderDir)-1] + "0" }
+func (l layout) leadEnd() string { return l.name + "/" + leaderDir[:len(leaderDir)-1] + "0" }
 
 // request is N/_r.
-func (l layout) request() string { return l.prefix + requestName }
+func (l layout) request() string { return l.name + "/" + requestName }
 
 // transfer is N/_t.
-func (l layout) transfer() string { return l.prefix + transferName }
+func (l layout) transfer() string { return l.name + "/" + transferName }
 
 // queue is N/_c/: the queue's directory.
-func (l layout) queue() string { return l.prefix + queueDir }
+func (l layout) queue() string { return l.name + "/" + queueDir }
 
 // queueEnd is the end of the queue's range: N/_c0.
-func (l layout) queueEnd() string { return l.prefix + queueDir[:len(queueDir)-1] + "0" }
+func (l layout) queueEnd() string { return l.name + "/" + queueDir[:len(queueDir)-1] + "0" }
 
 // queueKey names a candidacy's queue key.
 func (l layout) queueKey(priority, seq int64, lease clientv3.LeaseID, nonce uint32) string {
-	b := make([]byte, 0, len(l.prefix)+len(queueDir)+queueKeyLen)
-	b = append(append(b, l.prefix...), queueDir...)
+	b := make([]byte, 0, l.prefixLen()+len(queueDir)+queueKeyLen)
+	b = append(l.appendPrefix(b), queueDir...)
 	b = appendHex(b, uint64(priority)^(1<<63), 16)
 	b = appendHex(b, ^uint64(seq), 16)
 	b = appendHex(append(b, '-'), uint64(lease), 16)
@@ -168,17 +183,17 @@ func lowerHex(s string) bool {
 // sort in the order they were created, as long as each is named with a
 // revision at or above the create revision of every one that exists then.
 func (l layout) leaderKey(rev int64, qkey string) string {
-	tail := qkey[len(l.prefix)+len(queueDir)+32:]
-	b := make([]byte, 0, len(l.prefix)+len(leaderDir)+16+len(tail))
-	b = append(append(b, l.prefix...), leaderDir...)
+	tail := qkey[l.prefixLen()+len(queueDir)+32:]
+	b := make([]byte, 0, l.prefixLen()+len(leaderDir)+16+len(tail))
+	b = append(l.appendPrefix(b), leaderDir...)
 	return string(append(appendHex(b, uint64(rev), 16), tail...))
 }
 
 // leaderAt is the first name a leadership key named for revision rev can
 // have: every leadership key named for rev or later sorts at or after it.
 func (l layout) leaderAt(rev int64) string {
-	b := make([]byte, 0, len(l.prefix)+len(leaderDir)+16)
-	b = append(append(b, l.prefix...), leaderDir...)
+	b := make([]byte, 0, l.prefixLen()+len(leaderDir)+16)
+	b = append(l.appendPrefix(b), leaderDir...)
 	return string(appendHex(b, uint64(rev), 16))
 }
 
@@ -592,9 +607,9 @@ func (e *Elector) lkeyOf(c *candidacy) string { return e.lay.leaderKey(c.seq, c.
 // isLeaderKey reports whether key is leaderKey(rev, qkey), without
 // making that name: a leader's guard asks it of every event it sees.
 func (l layout) isLeaderKey(key string, rev int64, qkey string) bool {
-	head := len(l.prefix) + len(leaderDir)
-	tail := qkey[len(l.prefix)+len(queueDir)+32:]
-	if len(key) != head+16+len(tail) || key[:len(l.prefix)] != l.prefix || key[len(l.prefix):head] != leaderDir || key[head+16:] != tail {
+	head := l.prefixLen() + len(leaderDir)
+	tail := qkey[l.prefixLen()+len(queueDir)+32:]
+	if len(key) != head+16+len(tail) || key[:len(l.name)] != l.name || key[len(l.name)] != '/' || key[l.prefixLen():head] != leaderDir || key[head+16:] != tail {
 		return false
 	}
 	var hex [16]byte

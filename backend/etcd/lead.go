@@ -56,8 +56,12 @@ func (f *follower) guard(token int64) {
 		if rd != nil {
 			rdDone = rd.done
 		}
+		// The Term's end, not the candidacy's halt: a leading candidacy
+		// halts only after its Term has ended (as renewLoop relies on
+		// too), and the Term's channel is there already, where the
+		// candidacy's would be made for this wait alone.
 		select {
-		case <-c.ctx().Done():
+		case <-t.Done():
 			return
 		case <-rdDone:
 			if f.endSuccRead(rd) {

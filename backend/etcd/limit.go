@@ -682,7 +682,7 @@ const maxRetryWait = 2 * time.Second
 // request runs op (a Get or a Txn) of e's election through the client's
 // limiter, in a batch when others wait.
 func (e *Elector) request(ctx context.Context, urgent bool, op *pb.RequestOp) (*pb.ResponseHeader, *pb.ResponseOp, error) {
-	c := &call{ctx: ctx, op: op, group: e.lay.prefix, kind: opKindOf(op), cost: opCost(op), size: opSize(op), urgent: urgent}
+	c := &call{ctx: ctx, op: op, group: e.lay.name, kind: opKindOf(op), cost: opCost(op), size: opSize(op), urgent: urgent}
 	if err := limiterOf(e.cli).do(c); err != nil {
 		return nil, nil, err
 	}

@@ -60,10 +60,11 @@ func (e *Elector) Observe(ctx context.Context) <-chan election.Leader {
 	if e.closed || ctx == nil { // Close may be waiting on wg: start nothing
 		return watch.Closed()
 	}
-	if e.obs == nil {
-		e.obs = watch.NewFeed() // made at the first Observe: most Electors never observe
+	x := e.extra()
+	if x.obs == nil {
+		x.obs = watch.NewFeed() // made at the first Observe: most Electors never observe
 	}
-	return e.obs.Stream(ctx, e.gate.Closing(), &e.wg, e.observeLoop)
+	return x.obs.Stream(ctx, e.gate.Closing(), &e.wg, e.observeLoop)
 }
 
 func (e *Elector) observeLoop() {
@@ -137,7 +138,7 @@ func (e *Elector) observeFrom(ctx context.Context, rev int64, keys map[string]*m
 // publish sets the observed leader from the leader key (nil: absent).
 func (e *Elector) publish(kv *mvccpb.KeyValue, warned map[int64]bool) {
 	if kv == nil {
-		e.obs.Set(election.Leader{})
+		e.extra().obs.Set(election.Leader{})
 		return
 	}
 	l, _, err := e.lay.decodeLeader(kv, e.seen.Load())
@@ -146,11 +147,11 @@ func (e *Elector) publish(kv *mvccpb.KeyValue, warned map[int64]bool) {
 			warned[kv.ModRevision] = true
 			e.o.Logger.Warn("etcd election: malformed leader key", "key", string(kv.Key), "mod_revision", kv.ModRevision, "reason", err.Error())
 		}
-		e.obs.Set(election.Leader{})
+		e.extra().obs.Set(election.Leader{})
 		return
 	}
 	e.saw(l.Token)
-	e.obs.Set(l)
+	e.extra().obs.Set(l)
 }
 
 // saw records that token led this election: a leader key with a lower

@@ -36,7 +36,7 @@ type challenger struct {
 }
 
 func newPreemption(e *Elector, c *candidacy) *preemption {
-	return &preemption{e: e, c: c, hold: e.o.PreemptAfter, mine: e.o.Priority, above: map[string]*challenger{}}
+	return &preemption{e: e, c: c, hold: e.o.PreemptAfter, mine: e.o.Priority} // above: made at the first challenger
 }
 
 func (p *preemption) on() bool { return p.hold > 0 }
@@ -82,6 +82,9 @@ func (p *preemption) event(ev *clientv3.Event) {
 	case ev.Kv.Lease == 0:
 		delete(p.above, key) // put again without a lease: it never leads
 	case p.above[key] == nil:
+		if p.above == nil {
+			p.above = map[string]*challenger{}
+		}
 		p.above[key] = &challenger{kv: ev.Kv, id: record.ID(ev.Kv.Value), since: clock.Now()}
 	}
 	p.arm()

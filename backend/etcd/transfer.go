@@ -166,9 +166,7 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 		return fmt.Errorf("%w: %s's Term ended before the hand-over", election.ErrNotLeader, e.o.ID)
 	}
 	e.cand = nil
-	if !slices.Contains(e.pending, c) && !e.closed {
-		e.pending = append(e.pending, c)
-	}
+	e.keepPending(c)
 	token, lc, next := c.token, c.lc, c.reserved()
 	e.mu.Unlock()
 	e.end(c, cause)

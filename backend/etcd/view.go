@@ -49,8 +49,8 @@ func (e *Elector) viewOps(c *candidacy, serializable bool, above ...*pb.RequestO
 	opts := func(o ...opOption) []opOption { return readOpts(serializable, o...) }
 	return append(append([]*pb.RequestOp{opGet(c.key, opts()...)}, above...),
 		e.lay.leadersOp(opts()...),
-		opGet(e.lay.prefix+"0", opts(withRange(e.lay.prefix+":"), withLimit(1))...),
-		opGet(e.lay.prefix+"a", opts(withRange(e.lay.prefix+"g"), withLimit(1))...),
+		opGet(e.lay.name+"/0", opts(withRange(e.lay.name+"/:"), withLimit(1))...),
+		opGet(e.lay.name+"/a", opts(withRange(e.lay.name+"/g"), withLimit(1))...),
 		opGet(e.lay.transfer(), opts()...))
 }
 
@@ -167,7 +167,7 @@ func (e *Elector) viewRest(v *view, rs []*pb.ResponseOp, at int) {
 // layout's rules, so while one heads its range no candidate creates the
 // leader key.
 func (e *Elector) oldLayout(kv *mvccpb.KeyValue) bool {
-	s, ok := strings.CutPrefix(string(kv.Key), e.lay.prefix)
+	s, ok := e.lay.cutPrefix(string(kv.Key))
 	if !ok || len(s) != 16 || kv.Lease == 0 || s != strings.ToLower(s) {
 		return false
 	}

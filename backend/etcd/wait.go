@@ -111,7 +111,9 @@ func (w *rangeWatch) stillAhead(lay layout, ev *clientv3.Event) bool {
 	return false
 }
 
-// follower is the state of a candidacy's goroutine.
+// follower is the state of a candidacy's goroutine. Its flags are kept
+// together at the end, so that a process holding thousands of
+// candidacies holds no padding between them.
 type follower struct {
 	e      *Elector
 	c      *candidacy
@@ -119,43 +121,47 @@ type follower struct {
 	from   string          // where the read of the queue above c begins, past keys without a lease; "" for past(c.key) (fromKey)
 	floor  int64           // the revision of a deletion the next read must have seen
 	warned map[string]bool // made at the first warning
-	// touched: c's own key was put again by another hand, its lease kept —
-	// a hand-over to c (of an earlier version of this package, or one
-	// whose record c did not take: see handedAt).
-	touched bool
 	// handedAt: the revision of a hand-over to c (handOver, handOverOps),
 	// which put c's mark (markKey) with a record naming c's leadership
-	// key, created in the same transaction. confirm: c leads with a leadership key made
-	// for it (or found its own), and reads it once its Term has begun
-	// (checkHandover).
+	// key, created in the same transaction (see confirm, released).
 	handedAt int64
-	confirm  bool
-	// released: the hand-over to c was a release's, seen as the
-	// leader's key going and c's own coming in one revision: nothing
-	// to confirm.
-	released bool
-	// While c leads: needSucc, its successor must be read (succ.go);
-	// succRev, the revision of the last read of it.
-	needSucc bool
-	succRev  int64
+	// While c leads: succRev, the revision of the last read of its
+	// successor (see needSucc).
+	succRev int64
 	// retry: the pauses before trying again after a failed request or a
 	// broken watch (made at the first); reset once a request or watch
 	// works.
 	retry *backoff.ExponentialBackOff
 
-	// The wait in progress (waitTurn): its revision and poll, and what
-	// the try after it does.
-	inWait      bool
+	// The wait in progress (waitTurn): its revision and poll (see inWait,
+	// claimNext and handoffNext).
 	waitRev     int64
 	waitPoll    time.Duration
-	claimNext   bool
-	handoffNext bool
-	pmu         sync.Mutex  // guards the park below
-	parked      bool        // no goroutine runs the candidacy: one of the wakers below starts one
-	parkGen     int         // counts the parks
-	pollDue     bool        // the parked wait's poll ran out
+	pmu         sync.Mutex  // guards the park: parked, parkGen, pollDue, stopCtxWake
 	stopCtxWake func() bool // forgets the wake on the candidacy's halt
 	pollTimer   *time.Timer
+	parkGen     uint32 // counts the parks
+
+	// touched: c's own key was put again by another hand, its lease kept —
+	// a hand-over to c (of an earlier version of this package, or one
+	// whose record c did not take: see handedAt).
+	touched bool
+	// confirm: c leads with a leadership key made for it (or found its
+	// own), and reads it once its Term has begun (checkHandover).
+	confirm bool
+	// released: the hand-over to c was a release's, seen as the
+	// leader's key going and c's own coming in one revision: nothing
+	// to confirm.
+	released bool
+	// needSucc: while c leads, its successor must be read (succ.go).
+	needSucc bool
+	// inWait: a wait is in progress (waitRev, waitPoll); claimNext and
+	// handoffNext: what the try after it does.
+	inWait      bool
+	claimNext   bool
+	handoffNext bool
+	parked      bool // no goroutine runs the candidacy: one of the wakers starts one
+	pollDue     bool // the parked wait's poll ran out
 }
 
 // follow runs candidacy c from its first view until it ends: waiting,
