@@ -157,7 +157,7 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	// should not pay.
 	early := !muxOf(e.cli).live()
 	if early {
-		f.watchRange(e.lay.queue(), after(e.lay.request()), "", token+1)
+		f.watchRange(e.lay.queueIn(c.key), after(e.lay.request()), "", token+1)
 		c.watched.Store(f.w.created)
 	}
 	// The Term counts from the session's latest confirmed renewal,
@@ -196,7 +196,7 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	// (or for another processor to wake and take it).
 	runtime.Gosched()
 	if !early {
-		f.watchRange(e.lay.queue(), after(e.lay.request()), "", token+1)
+		f.watchRange(e.lay.queueIn(c.key), after(e.lay.request()), "", token+1)
 		c.watched.Store(f.w.created)
 	}
 	go e.renewLoop(c, lc)

@@ -565,9 +565,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	}
 	run.c = c
 	e.mu.Unlock()
-	// A session's loss names no election (a Session carries many): the
-	// candidacy's cause names its own.
-	if err := s.join(c, func(err error) { e.lose(c, fmt.Errorf("etcd election %s: %w", e.Name(), err)) }); err != nil {
+	if err := s.join(c, e); err != nil {
 		c.halt()
 		return nil, err
 	}

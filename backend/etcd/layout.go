@@ -144,6 +144,17 @@ func (l layout) transfer() string { return l.name + "/" + transferName }
 // queue is N/_c/: the queue's directory.
 func (l layout) queue() string { return l.name + "/" + queueDir }
 
+// queueIn is queue(), N/_c/, as the start of qkey, a queue key of the
+// election: a leader's watch, which starts there, keeps no name of its own.
+func (l layout) queueIn(qkey string) string {
+	if n := l.prefixLen() + len(queueDir); len(qkey) >= n && qkey[l.prefixLen():n] == queueDir {
+		if _, ok := l.cutPrefix(qkey); ok {
+			return qkey[:n]
+		}
+	}
+	return l.queue()
+}
+
 // queueEnd is the end of the queue's range: N/_c0.
 func (l layout) queueEnd() string { return l.name + "/" + queueDir[:len(queueDir)-1] + "0" }
 

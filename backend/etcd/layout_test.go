@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -306,5 +307,31 @@ func TestIsLeaderKey(t *testing.T) {
 		if l.isLeaderKey(k, 77, q) {
 			t.Errorf("isLeaderKey(%q) = true", k)
 		}
+	}
+}
+
+func TestPrefixOfName(t *testing.T) {
+	l := newLayout("/svc/x")
+	for key, want := range map[string]string{"/svc/x/_c/k": "_c/k", "/svc/x/": ""} {
+		if got, ok := l.cutPrefix(key); !ok || got != want {
+			t.Errorf("cutPrefix(%q) = %q, %v; want %q, true", key, got, ok, want)
+		}
+	}
+	for _, key := range []string{"/svc/x", "/svc/xy/_c/k", "/svc/y/_c/k", "", "/svc"} {
+		if got, ok := l.cutPrefix(key); ok {
+			t.Errorf("cutPrefix(%q) = %q, true; want false", key, got)
+		}
+	}
+	q := l.queueKey(3, 77, 0xabc, 9)
+	if got := l.queueIn(q); got != l.queue() || unsafe.StringData(got) != unsafe.StringData(q) {
+		t.Errorf("queueIn(%q) = %q, not %q in the key's own memory", q, got, l.queue())
+	}
+	for _, key := range []string{"/svc/y/_c/" + q[len("/svc/x/_c/"):], "/svc/x/_l/0", ""} {
+		if got := l.queueIn(key); got != l.queue() {
+			t.Errorf("queueIn(%q) = %q; want %q", key, got, l.queue())
+		}
+	}
+	if got := (&Elector{lay: newLayout("/svc/x")}).Name(); got != "/svc/x" {
+		t.Errorf("Name() = %q", got)
 	}
 }

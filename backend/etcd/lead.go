@@ -146,7 +146,8 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 	e, c := f.e, f.c
 	for c.ctx().Err() == nil {
 		f.closeWatch()
-		f.w = &rangeWatch{start: e.lay.queue(), end: after(e.lay.request()), mw: muxOf(e.cli).watch(e.lay.queue(), after(e.lay.request()), 0)}
+		start, end := e.lay.queueIn(c.key), after(e.lay.request())
+		f.w = &rangeWatch{start: start, end: end, mw: muxOf(e.cli).watch(start, end, 0)}
 		if err := f.awaitCreated(); err != nil {
 			if f.failed("watching the leader key", err) {
 				return 0, false

@@ -60,12 +60,12 @@ type Session struct {
 	wg     *sync.WaitGroup // the session's goroutines (a private session's are its Elector's)
 
 	mu      sync.Mutex
-	err     error        // why it ended; nil while it lasts
-	renewed time.Time    // send time of the last renewal etcd confirmed (or of the grant)
-	next    *renewal     // the renewal that has not been sent yet
-	tick    *sessionTick // the next renewal tick
-	timer   *time.Timer  // the next renewal tick; nil once the ticks ended
-	members map[*candidacy]func(error)
+	err     error                   // why it ended; nil while it lasts
+	renewed time.Time               // send time of the last renewal etcd confirmed (or of the grant)
+	next    *renewal                // the renewal that has not been sent yet
+	tick    *sessionTick            // the next renewal tick
+	timer   *time.Timer             // the next renewal tick; nil once the ticks ended
+	members map[*candidacy]*Elector // each candidacy and its Elector, which loses it if the session is lost
 }
 
 // renewal is one keepalive, shared by everyone who asked for a renewal
@@ -125,7 +125,7 @@ func grantSession(ctx, life context.Context, cli *clientv3.Client, o election.Op
 		return nil, 0, sessionErr(cli, "granting a lease", cli.Ctx().Err())
 	}
 	s := &Session{cli: cli, o: o, log: o.Logger, ttlSec: int64(math.Ceil(o.TTL.Seconds())), private: private,
-		interval: o.Window() / 3, done: make(chan struct{}), wg: wg, tick: &sessionTick{ch: make(chan struct{})}, members: map[*candidacy]func(error){}}
+		interval: o.Window() / 3, done: make(chan struct{}), wg: wg, tick: &sessionTick{ch: make(chan struct{})}, members: map[*candidacy]*Elector{}}
 	s.gather = min(s.interval/50, 10*time.Millisecond)
 	s.backoff = retryBackoff(s.interval / 4)
 	gctx, cancel := context.WithCancel(ctx)
@@ -210,8 +210,10 @@ func (s *Session) Close() error {
 // renewals stop. It reports whether this call ended it.
 func (s *Session) end(cause error) bool {
 	members, ok := s.finish(cause)
-	for _, lose := range members {
-		lose(cause)
+	for c, e := range members {
+		// A session's loss names no election (a Session carries many):
+		// the candidacy's cause names its own.
+		e.lose(c, fmt.Errorf("etcd election %s: %w", e.Name(), cause))
 	}
 	return ok
 }
@@ -225,7 +227,7 @@ func (s *Session) stop() {
 // finish ends the session with cause unless it has ended already, stops
 // its renewals, and returns the members it had and whether this call
 // ended it.
-func (s *Session) finish(cause error) (map[*candidacy]func(error), bool) {
+func (s *Session) finish(cause error) (map[*candidacy]*Elector, bool) {
 	s.mu.Lock()
 	members, ok := s.members, s.err == nil
 	if ok {
@@ -242,15 +244,15 @@ func (s *Session) finish(cause error) (map[*candidacy]func(error), bool) {
 	return members, ok // an ended session has no members left
 }
 
-// join makes c a member: lose is called if the session is lost. It fails
-// if the session has ended.
-func (s *Session) join(c *candidacy, lose func(error)) error {
+// join makes c, a candidacy of e, a member: e loses it if the session is
+// lost. It fails if the session has ended.
+func (s *Session) join(c *candidacy, e *Elector) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
 		return s.ended()
 	}
-	s.members[c] = lose
+	s.members[c] = e
 	return nil
 }
 
