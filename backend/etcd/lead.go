@@ -56,12 +56,13 @@ func (f *follower) guard(token int64) {
 		if rd != nil {
 			rdDone = rd.done
 		}
-		// The Term's end, not the candidacy's halt: a leading candidacy
-		// halts only after its Term has ended (as renewLoop relies on
-		// too), and the Term's channel is there already, where the
-		// candidacy's would be made for this wait alone.
+		// The candidacy's halt, not its Term's end: Resign ends the Term
+		// before its release is sent and halts the candidacy once the
+		// release is answered, and the guard, woken meanwhile, would
+		// run (and close its watch, on the release's connection) beside
+		// the release.
 		select {
-		case <-t.Done():
+		case <-c.ctx().Done():
 			return
 		case <-rdDone:
 			if f.endSuccRead(rd) {
