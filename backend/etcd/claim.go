@@ -146,6 +146,7 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	e, c := f.e, f.c
 	e.mu.Lock()
 	c.token = token // from now on release deletes the leader key by its create revision
+	c.headed = f.headed
 	e.mu.Unlock()
 	// The leader key and transfer requests, and the queue below c: its
 	// successor (succ.go). The watch opens from the token on, so nothing

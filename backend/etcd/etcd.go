@@ -161,6 +161,12 @@ type candidacy struct {
 
 	keyGone  bool // its keys were deleted; only a private lease is left to revoke (guarded by Elector.mu)
 	retrying bool // releaseShared runs for it (guarded by Elector.mu)
+	// headed: its Term began with c heading the queue (a claim, or a
+	// release to it as the candidate next in line), so nothing of its
+	// priority is queued above its key for as long as it leads, and its
+	// release compares the priorities above alone (handOverOps). False
+	// for a Term a Transfer or a preemption began (guarded by Elector.mu).
+	headed bool
 }
 
 // whenHalted makes f be called when c halts, at once if it has; the
@@ -936,7 +942,7 @@ func (e *Elector) releaseWithin(c *candidacy, lease bool) error {
 // and sends it after: the next candidate waits for it.
 func (e *Elector) releaseTxn(c *candidacy) *txn {
 	e.mu.Lock()
-	token, next, succ := c.token, c.reserved(), c.succ
+	token, next, succ, headed := c.token, c.reserved(), c.succ, c.headed
 	e.mu.Unlock()
 	lkey := e.lkeyOf(c)
 	qcmp := cmpCreate(c.key, c.rev)
@@ -968,7 +974,7 @@ func (e *Elector) releaseTxn(c *candidacy) *txn {
 			[]*pb.RequestOp{opPut(next.key, "", withIgnoreValue(), withIgnoreLease())}, nil))
 	case token != 0 && succ != nil:
 		// c's successor leads on this release's event (succ.go).
-		if op, ok := e.handOverOps(c, lkey, token, succ); ok {
+		if op, ok := e.handOverOps(c, lkey, token, headed, succ); ok {
 			then = append(then, op)
 		}
 	}

@@ -25,7 +25,7 @@ import (
 //	N/_r                                          {"v":1,"to":"sched-2","token":1234,"by":"ops-1"} (a transfer request)
 //	N/_t                                          N/_c/… (a pending hand-over of earlier versions)
 //	N/_c/<priority><arrival>-<lease>-<nonce>      {"v":1,"id":"sched-1","priority":0,"value":"…"}
-//	N/_c/<priority><arrival>-<lease>-<nonce>/h    {"v":1,"id":"sched-1","priority":0,"value":"…","key":"N/_l/…"} (a hand-over's mark)
+//	N/_c/<priority><arrival>-<lease>-<nonce>/h    {"v":1,"id":"sched-1","priority":0,"value":"…","key":"N/_l/…","head":true} (a hand-over's mark)
 //
 // N/_l/… are the leadership keys: the leader's, and, beside it, the
 // reservation of the candidate next in line that earlier versions of
@@ -54,7 +54,11 @@ import (
 // and puts the target's mark (markKey: its queue key's name plus "/h")
 // under its lease, with its record naming that leadership key: the event
 // of that put on the target's watch tells it that it leads, and no other
-// candidate's watch holds the mark. The target reads its key once its
+// candidate's watch holds the mark. A release's mark says "head": its
+// target was next in line, so it heads the queue, and no candidate of its
+// priority can queue above it while it leads (the create's Compares); its
+// own release then compares only the priorities above (succ.go). A
+// Transfer's or a preemption's mark does not. The target reads its key once its
 // Term has begun, and ends the Term if it is not there. The mark goes
 // with the target's queue key. Reads of the queue pass over marks.
 //
@@ -291,6 +295,15 @@ func (l layout) markKey(qkey string) string { return qkey + markSuffix }
 // past returns the first key past qkey and its mark: reads and compares
 // of what is queued above a candidate begin there.
 func past(qkey string) string { return qkey + "0" }
+
+// priorityEnd returns the first key past the queue keys of qkey's
+// priority: the queue keys of higher priorities begin there.
+func (l layout) priorityEnd(qkey string) string {
+	if _, err := l.queueLease(qkey); err != nil {
+		return past(qkey)
+	}
+	return clientv3.GetPrefixRangeEnd(qkey[:len(l.queue())+16])
+}
 
 // pastKey is past for a key of the queue that may not be a queue key of
 // this layout (garbage a read passes over): after it, for such a key, as

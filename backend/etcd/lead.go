@@ -157,8 +157,10 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 		}
 		ops := []*pb.RequestOp{opGet(c.key), opGet(e.lkeyOf(c))}
 		if p.on() {
-			// The candidates above c, of higher priority (preemption).
-			ops = append(ops, opGet(past(c.key), withRange(e.lay.queueEnd())))
+			// The candidates above c, of higher priority (preemption):
+			// the range begins at the next priority, past the deleted
+			// keys of c's (handOverOps).
+			ops = append(ops, opGet(e.lay.priorityEnd(c.key), withRange(e.lay.queueEnd())))
 		}
 		resp, err := e.commit(c.ctx(), true, newTxn().Then(ops...))
 		if err != nil {

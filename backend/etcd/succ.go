@@ -153,12 +153,41 @@ func (e *Elector) noteSucc(c *candidacy, ev *clientv3.Event) (reread bool) {
 // over to its successor, succ: a transaction that, if succ's key is still
 // the one c knows (created, last put and leased as c read it), nothing is
 // queued between them or above c's key, c's leadership key (lkey, created
-// at token) is the only one and no hand-over of an earlier version is
-// pending, creates succ's leadership key under
-// succ's lease, named for its arrival, with its record. c's own keys go
-// in the same transaction (release), whatever this one does. ok is false
-// if succ's key or record is not this package's.
-func (e *Elector) handOverOps(c *candidacy, lkey string, token int64, succ *mvccpb.KeyValue) (op *pb.RequestOp, ok bool) {
+// at token) leads with nothing after it and no hand-over of an earlier
+// version is pending, creates succ's leadership key under succ's lease,
+// named for its arrival, with its record, and puts succ's mark saying
+// that it heads the queue. c's own keys go in the same transaction
+// (release), whatever this one does. ok is false if succ's key or record
+// is not this package's.
+//
+// The Compares stay off the ranges where the election's past piles up:
+// etcd keeps a deleted key in its index until the history is compacted,
+// and a range Compare visits every key of its range, deleted or not.
+// Each handover leaves the old leader's queue key above the new leader
+// and its leadership key before the new one, so a Compare over the whole
+// queue above c, or over every leadership key, costs one more key per
+// handover until a compaction (BENCHMARKS.md). Neither range needs the
+// check:
+//   - Leadership keys before lkey: while lkey exists, only c's own
+//     hand-overs create a leadership key (a claim needs none there), each
+//     in the transaction that deletes lkey. So lkey by its create
+//     revision, and nothing after it, say that c leads alone.
+//   - The queue above c, of c's priority (headed): c headed the queue
+//     when its Term began, and while its leadership key exists a create
+//     refuses a key that would sort above c's with c's priority (a
+//     newcomer's arrival is older than the revision c's leadership key is
+//     named for: etcd.go, the create's Compares). Only a higher priority
+//     can queue above c, so the range compared begins at the next
+//     priority. A Term a Transfer or a preemption began may have
+//     candidates of its priority above it: that release compares the
+//     whole queue above c, and, if one is there, hands over to no one
+//     (the head of the queue claims).
+//
+// Keys put there by another hand, which no candidate of this package
+// makes, are not candidates (a leadership key of no candidacy, a queue
+// key of c's priority above c's): c's hand-over passes over them, as c's
+// guard does while it leads.
+func (e *Elector) handOverOps(c *candidacy, lkey string, token int64, headed bool, succ *mvccpb.KeyValue) (op *pb.RequestOp, ok bool) {
 	skey := string(succ.Key)
 	name, err := e.lay.handedKey(skey)
 	if err != nil {
@@ -175,30 +204,35 @@ func (e *Elector) handOverOps(c *candidacy, lkey string, token int64, succ *mvcc
 	}
 	to := election.Options{ID: ld.ID, Priority: ld.Priority}
 	rec := string(record.EncodeLeader(to, ld.Value, skey))
+	above := past(c.key)
+	if headed {
+		above = e.lay.priorityEnd(c.key)
+	}
 	return opTxn([]*pb.Compare{
 		// succ's key is as read: a put again (another lease or value), or
 		// a delete and a create, would have moved its mod revision.
 		cmpMod(skey, succ.ModRevision),
 		emptyIn(past(skey), c.key),
-		emptyIn(past(c.key), e.lay.queueEnd()),
-		// c's leadership key is the only one, and the one made for succ
-		// (in the same range) is not there yet: every key of the range
-		// was created with c's token, and only c's key was.
-		cmpRange(cmpCreate(e.lay.leader(), token), e.lay.leadEnd()),
+		emptyIn(above, e.lay.queueEnd()),
+		// c's leadership key leads: it exists at c's token, and nothing
+		// sorts after it (a reservation, or the key made for succ).
+		cmpCreate(lkey, token),
+		emptyIn(after(lkey), e.lay.leadEnd()),
 		cmpCreate(e.lay.transfer(), 0),
-	}, []*pb.RequestOp{opPut(name, rec, withLease(succ.Lease)), e.markOp(skey, to, ld.Value, name, succ.Lease)}, nil), true
+	}, []*pb.RequestOp{opPut(name, rec, withLease(succ.Lease)), e.markOp(skey, to, ld.Value, name, succ.Lease, true)}, nil), true
 }
 
 // markOp puts the hand-over mark of the candidate whose queue key is
 // tkey, under its lease, with its record naming lkey, the leadership key
 // the same transaction creates for it (Options to and value are the
-// record's). The event of this put, on the candidate's own watch, tells
+// record's), and head: the candidate heads the queue (a release to the
+// candidate next in line; see candidacy.headed). The event of this put, on the candidate's own watch, tells
 // it that it leads, whatever the end of its watch: it may have watched
 // only up to the queue key of the candidate that leads now, which it did
 // not know leads. The watch of the candidate behind it ends short of the
 // mark: it sleeps on (P9).
-func (e *Elector) markOp(tkey string, to election.Options, value []byte, lkey string, lease int64) *pb.RequestOp {
-	return opPut(e.lay.markKey(tkey), string(record.EncodeLeader(to, value, lkey)), withLease(lease))
+func (e *Elector) markOp(tkey string, to election.Options, value []byte, lkey string, lease int64, head bool) *pb.RequestOp {
+	return opPut(e.lay.markKey(tkey), string(record.EncodeMark(to, value, lkey, head)), withLease(lease))
 }
 
 // succRead is a read of the leader's successor in flight (guard): its

@@ -192,7 +192,7 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	// The target's hand-over mark, naming the leadership key the
 	// transaction creates for it: the event of this put tells the target
 	// it leads.
-	mark := e.markOp(tkey, to, ld.Value, lkey, target.Lease)
+	mark := e.markOp(tkey, to, ld.Value, lkey, target.Lease, false)
 	put := opPut(lkey, rec, withLease(target.Lease))
 	var resp *clientv3.TxnResponse
 	// c's view of the reservation after it (next) may be behind: a
@@ -201,7 +201,7 @@ func (e *Elector) handOver(ctx context.Context, c *candidacy, target *mvccpb.Key
 	own := e.lkeyOf(c) // c's leadership key
 	for try := 0; ; try++ {
 		cmps := []*pb.Compare{
-			cmpRange(cmpCreate(e.lay.leader(), token), after(own)), // c leads: its key is the first
+			cmpCreate(own, token), // c leads (see handOverOps: no Compare over the leadership keys before c's)
 			cmpCreate(tkey, target.CreateRevision),
 			cmpLease(tkey, target.Lease),
 			cmpCreate(e.lay.transfer(), 0),

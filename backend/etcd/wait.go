@@ -162,6 +162,12 @@ type follower struct {
 	handoffNext bool
 	parked      bool // no goroutine runs the candidacy: one of the wakers starts one
 	pollDue     bool // the parked wait's poll ran out
+	// handedHead: the hand-over to c (handedAt) says that c heads the
+	// queue (its mark's record: a release to c as the one next in line).
+	handedHead bool
+	// headed: the token waitTurn returns came with c heading the queue
+	// (candidacy.headed).
+	headed bool
 }
 
 // follow runs candidacy c from its first view until it ends: waiting,
@@ -176,7 +182,8 @@ func (e *Elector) follow(c *candidacy, v *view, token int64, sent time.Time) {
 	// A leader from its create claimed an empty election: the queue below
 	// it fills from then on, which its watch shows; any other reads its
 	// successor once it leads (succ.go).
-	f := &follower{e: e, c: c, needSucc: token == 0}
+	// A create that claimed compared every key above c's (headed).
+	f := &follower{e: e, c: c, needSucc: token == 0, headed: token != 0}
 	if v == nil {
 		f.floor = c.rev // a serializable read that has seen c's key will do
 	}
@@ -273,8 +280,8 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				// after its event. c reads the key once its Term has
 				// begun (checkHandover).
 				f.handedAt, f.touched = 0, false
-				released := f.released
-				f.released = false
+				released, head := f.released, f.handedHead
+				f.released, f.handedHead = false, false
 				sent, err := f.renewed()
 				if err != nil {
 					if f.failed("renewing the lease", err) {
@@ -283,7 +290,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 					v = nil // the read finds c's key first: c leads then
 					continue
 				}
-				f.confirm = !released
+				f.confirm, f.headed = !released, head
 				return at, sent, false
 			}
 
@@ -306,6 +313,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 			}
 			f.claimNext, f.handoffNext = false, false
 			nv, token, sent, err := try()
+			f.headed = !handoff // a claim compares every key above c's
 			if err == nil {
 				f.retried()
 			}
@@ -347,7 +355,7 @@ func (f *follower) waitTurn(v *view) (token int64, sent time.Time, parked bool) 
 				}
 				continue
 			}
-			f.confirm = true
+			f.confirm, f.headed = true, false
 			return l.CreateRevision, sent, false
 		}
 		if t := v.transfer; t != nil && t.Lease == int64(c.s.lease) && string(t.Value) == c.key && v.leader == nil {
@@ -498,7 +506,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 						// successor, a Transfer): the same transaction
 						// created c's leadership key, whose create
 						// revision is this event's.
-						f.handedAt = kv.ModRevision
+						f.handedAt, f.handedHead = kv.ModRevision, record.Head(kv.Value)
 					}
 					continue
 				} else if f.e.lay.isMark(k) && !slices.Contains(f.w.ahead, k) {
@@ -547,7 +555,7 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 				// shows (the leader's key going, c's coming): a record
 				// naming c's key without them is another client's put,
 				// not a hand-over. c reads the queue again.
-				f.handedAt = 0
+				f.handedAt, f.handedHead = 0, false
 			}
 			if f.handedAt != 0 {
 				return false, nil, false

@@ -27,6 +27,9 @@ func encode(r record) []byte {
 	if r.Key != "" {
 		n += len(`,"key":""`) + len(r.Key)
 	}
+	if r.Head {
+		n += len(`,"head":true`)
+	}
 	b := make([]byte, 0, n)
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(r.V), 10)
@@ -43,6 +46,9 @@ func encode(r record) []byte {
 		b = append(b, `,"key":"`...)
 		b = append(b, r.Key...)
 		b = append(b, '"')
+	}
+	if r.Head {
+		b = append(b, `,"head":true`...)
 	}
 	return append(b, '}')
 }
@@ -102,6 +108,7 @@ func decodePlain(data []byte) (r record, ok bool) {
 			return record{}, false
 		}
 	}
+	r.Head = p.lit(`,"head":true`)
 	if !p.lit("}") || p.i != len(data) {
 		return record{}, false
 	}

@@ -32,6 +32,8 @@ var codecCases = []record{
 	{V: 1, ID: "ünïcødé", Key: "\u2028\u2029"},
 	{V: 1, ID: "bad\xffutf8", Key: "\x00\x01\x7f"},
 	{V: 0, ID: "", Key: ""},
+	{V: 1, ID: "n", Priority: 2, Value: []byte("v"), Key: "/svc/_l/0000000000000009-0000000000000abc-0000002a", Head: true},
+	{V: 1, ID: "n", Head: true},
 }
 
 func TestCodecMatchesJSON(t *testing.T) {
@@ -76,7 +78,7 @@ func randomRecord(rng *rand.Rand) record {
 		}
 		return string(b)
 	}
-	r := record{V: rng.IntN(3), ID: str(), Priority: rng.Int64() >> rng.IntN(64), Key: str()}
+	r := record{V: rng.IntN(3), ID: str(), Priority: rng.Int64() >> rng.IntN(64), Key: str(), Head: rng.IntN(2) == 0}
 	if rng.IntN(2) == 0 {
 		r.Priority = -r.Priority
 	}
@@ -103,6 +105,8 @@ func FuzzDecode(f *testing.F) {
 		`{"v":1,"id":"a","priority":0,"key":""}`, `{"v":1,"id":"a","priority":0} `, `{"v":1,"id":"a","priority":0}x`,
 		`{"v":1,"id":"a","priority":0,"value":null}`, `{"V":1,"ID":"a","priority":0}`, `{"v":1,"id":"a\u0041","priority":0}`,
 		`{"v":1,"id":"a","priority":0,"id":"b"}`, `{"v":1,"id":"a","priority":0,"value":"AA==","key":"k"}`,
+		`{"v":1,"id":"a","priority":0,"key":"k","head":true}`, `{"v":1,"id":"a","priority":0,"head":false}`,
+		`{"v":1,"id":"a","priority":0,"head":true,"key":"k"}`, `{"v":1,"id":"a","priority":0,"head":1}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -21,6 +21,11 @@ type record struct {
 	Priority int64  `json:"priority"`
 	Value    []byte `json:"value,omitempty"`
 	Key      string `json:"key,omitempty"` // etcd's leader key: the queue key of the candidate that holds it
+	// Head, in etcd's hand-over mark: the hand-over was a release to the
+	// candidate next in line, which heads the queue (nothing of its
+	// priority or above is queued ahead of it). Readers of earlier
+	// versions pass over it.
+	Head bool `json:"head,omitempty"`
 }
 
 // Encode returns the record of the candidate o with value.
@@ -33,6 +38,21 @@ func Encode(o election.Options, value []byte) []byte {
 // stands for.
 func EncodeLeader(o election.Options, value []byte, key string) []byte {
 	return encode(record{V: Version, ID: o.ID, Priority: o.Priority, Value: value, Key: key})
+}
+
+// EncodeMark returns the record of etcd's hand-over mark: the record of
+// the candidate o with value, naming key, the leadership key the
+// hand-over made for it; head says that the candidate heads the queue
+// (a release to the candidate next in line).
+func EncodeMark(o election.Options, value []byte, key string, head bool) []byte {
+	return encode(record{V: Version, ID: o.ID, Priority: o.Priority, Value: value, Key: key, Head: head})
+}
+
+// Head reports whether data is a hand-over mark's record saying that its
+// candidate heads the queue (EncodeMark).
+func Head(data []byte) bool {
+	r, err := decode(data)
+	return err == nil && r.Head
 }
 
 // Key returns the queue key a leader record names, or "".

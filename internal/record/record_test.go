@@ -26,6 +26,27 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// A mark's head flag reads back; a leader's record and an earlier
+// version's mark carry none, and Decode reads a mark as the candidate's
+// record.
+func TestMarkHead(t *testing.T) {
+	o, err := election.NewOptions(election.WithID("node-1"), election.WithPriority(-2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lkey = "/svc/_l/0000000000000009-0000000000000abc-0000002a"
+	head, other := EncodeMark(o, []byte("v"), lkey, true), EncodeMark(o, []byte("v"), lkey, false)
+	if !Head(head) || Head(other) || Head(EncodeLeader(o, []byte("v"), lkey)) || Head([]byte(`{"head":true}x`)) {
+		t.Errorf("Head: %s %t, %s %t", head, Head(head), other, Head(other))
+	}
+	if string(other) != string(EncodeLeader(o, []byte("v"), lkey)) {
+		t.Errorf("a mark without head = %s, want the leader record %s", other, EncodeLeader(o, []byte("v"), lkey))
+	}
+	if l, err := Decode(head); err != nil || l.ID != "node-1" || l.Priority != -2 || string(l.Value) != "v" || Key(head) != lkey {
+		t.Errorf("Decode(%s) = %+v, %v; Key = %q", head, l, err, Key(head))
+	}
+}
+
 func TestDecodeRefuses(t *testing.T) {
 	for data, want := range map[string]string{
 		`garbage`:          "not a candidate record",

@@ -499,63 +499,100 @@ func resignTo(ctx context.Context, t *testing.T, from *etcd.Elector, to <-chan r
 	return r.t
 }
 
-// A waiter whose key sorts just behind the leader's, with another waiter
-// above the leader's (as candidates that queue at the same arrival as the
-// first one, which leads from its create, do), sleeps through the
-// leader's going: the waiter above is next, and the one behind is woken
-// only when that one goes. Here the waiter above is another process's
-// candidate that never claims (a key written through the store's API);
-// the waiter behind leads once its lease is revoked, at the cost of one
-// request, its claim.
-func TestWaiterBehindTheLeaderSleeps(t *testing.T) {
+// A leader a Transfer made, with a candidate of its priority queued above
+// it, hands over to no one when it resigns: the head of the queue leads
+// next, as it would have without the Transfer, and then the one behind
+// the Transfer's target, by a hand-over. b, below w, leads by a Transfer,
+// and c waits behind b. b's release compares the whole queue above it,
+// finds w, and hands over to no one: w claims. c, woken by b's going,
+// reads once and waits behind w, whose release hands over to it.
+func TestTransferTargetsReleaseRestoresTheOrder(t *testing.T) {
 	eps := startEtcd(t)
 	admin := newClient(t, eps)
 	ctx := ctxT(t)
-	a := newElector(t, newClient(t, eps), "/behind", "a")
+	const name = "/behind"
+	a := newElector(t, newClient(t, eps), name, "a")
 	ta, err := a.Campaign(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	aKey := waitQueue(t, admin, "/behind", 1)[0]
-	// The other candidate's key: a's priority and arrival, a lease that
-	// sorts above a's.
-	const otherLease = 0x7fffffffffffff00
-	if _, err := pb.NewLeaseClient(admin.ActiveConnection()).LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: otherLease, TTL: 60}); err != nil {
-		t.Fatal(err)
+	w, b, c := newElector(t, newClient(t, eps), name, "w"), newElector(t, newClient(t, eps), name, "b"), newElector(t, newClient(t, eps), name, "c")
+	rs := map[string]<-chan result{}
+	for i, e := range []*etcd.Elector{w, b, c} {
+		rs[e.ID()] = campaignAsync(ctx, e)
+		waitQueue(t, admin, name, i+2)
 	}
-	i := strings.LastIndex(aKey, "/") + 1 + 32
-	otherKey := aKey[:i] + fmt.Sprintf("-%016x-%08x", otherLease, 1)
-	if _, err := admin.Put(ctx, otherKey, `{"v":1,"id":"other","priority":0}`, clientv3.WithLease(otherLease)); err != nil {
-		t.Fatal(err)
+	settle(t, []*etcd.Elector{w, b, c})
+	if err := election.Transfer(ctx, a, ta, "b", election.KeepLeading); err != nil {
+		t.Fatalf("Transfer: %v", err)
 	}
-	c := newElector(t, newClient(t, eps), "/behind", "c")
-	rc := campaignAsync(ctx, c)
-	waitQueue(t, admin, "/behind", 3)
-	if got, want := queueOrder(t, admin, "/behind"), []string{"other", "a", "c"}; !slices.Equal(got, want) {
+	rb := await(t, rs["b"])
+	if rb.err != nil {
+		t.Fatal(rb.err)
+	}
+	if got, want := queueOrder(t, admin, name), []string{"w", "b", "c"}; !slices.Equal(got, want) {
 		t.Fatalf("queue order %v, want %v", got, want)
 	}
 	awaitSettled(t, c, "c")
+	awaitSettled(t, w, "w")
+	awaitNextNoted(t, b) // b knows c is next below it
 	before := probeReads(c)
-	if err := a.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
+	tw := resignTo(ctx, t, b, rs["w"], rb.t)
+	awaitSettled(t, c, "c")
 	select {
-	case <-ta.Done():
-	case <-time.After(patience):
-		t.Fatal("a's Term did not end at its resign")
+	case r := <-rs["c"]:
+		t.Fatalf("c led after b, ahead of w: %v, %v", r.t, r.err)
+	default:
 	}
-	if _, err := admin.Revoke(ctx, otherLease); err != nil {
+	if got := probeReads(c) - before; got > 1 {
+		t.Errorf("c made %d queue requests at b's going, want at most 1 (a read that finds w ahead)", got)
+	}
+	awaitNextNoted(t, w)
+	mid := probeReads(c)
+	resignTo(ctx, t, w, rs["c"], tw)
+	if got := probeReads(c) - mid; got != 0 {
+		t.Errorf("c made %d queue requests from w's resign to its lead, want 0 (w's release handed over to it)", got)
+	}
+}
+
+// A key of the leader's priority above the leader's, written through the
+// store's API (the creates of this package refuse such a key while a
+// leader is there: its arrival would be older than the leader's), is not
+// a candidate to a release: the leader hands over to the one next in
+// line, whose Campaign returns without the foreign key going. The key
+// stays, and no hand-over touches it.
+func TestReleasePassesOverAForeignKeyOfItsPriority(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	ctx := ctxT(t)
+	a := newElector(t, newClient(t, eps), "/foreign", "a")
+	ta, err := a.Campaign(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	r := await(t, rc)
-	if r.err != nil {
-		t.Fatal(r.err)
+	aKey := waitQueue(t, admin, "/foreign", 1)[0]
+	// a's priority and arrival, a lease that sorts above a's.
+	lease, err := admin.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r.t.Token() <= ta.Token() {
-		t.Fatalf("c's token %d not above a's %d", r.t.Token(), ta.Token())
+	i := strings.LastIndex(aKey, "/") + 1 + 32
+	otherKey := aKey[:i] + fmt.Sprintf("-%016x-%08x", uint64(0x7fffffffffffff00), 1)
+	if _, err := admin.Put(ctx, otherKey, `{"v":1,"id":"other","priority":0}`, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
 	}
-	if got := probeReads(c) - before; got != 1 {
-		t.Errorf("c made %d queue requests from a's resign to its lead, want 1 (its claim)", got)
+	c := newElector(t, newClient(t, eps), "/foreign", "c")
+	rc := campaignAsync(ctx, c)
+	waitQueue(t, admin, "/foreign", 3)
+	awaitSettled(t, c, "c")
+	awaitNextNoted(t, a)
+	resignTo(ctx, t, a, rc, ta)
+	if l, err := c.Leader(ctx); err != nil || l.ID != "c" {
+		t.Fatalf("Leader() = %v, %v; want c", l, err)
+	}
+	resp, err := admin.Get(ctx, otherKey)
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Version != 1 {
+		t.Fatalf("the foreign key after the hand-over: %v, %v", resp, err)
 	}
 }
 
@@ -967,6 +1004,108 @@ func TestHandoverSuccessorSendsNothing(t *testing.T) {
 	}
 	if err := es[cur].Resign(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// rangeCompares returns the range Compares of t and of the transactions
+// nested in it.
+func rangeCompares(t *pb.TxnRequest) []*pb.Compare {
+	var out []*pb.Compare
+	for _, c := range t.Compare {
+		if len(c.RangeEnd) > 0 {
+			out = append(out, c)
+		}
+	}
+	for _, ops := range [][]*pb.RequestOp{t.Success, t.Failure} {
+		for _, op := range ops {
+			if n := op.GetRequestTxn(); n != nil {
+				out = append(out, rangeCompares(n)...)
+			}
+		}
+	}
+	return out
+}
+
+// A clean handover's release compares none of the keys earlier
+// handovers deleted: etcd keeps them in its index until the history is
+// compacted, and a range Compare visits each, so a release that ranged
+// over them would slow by one key per handover (BENCHMARKS.md,
+// 2026-11-30). Three candidates take turns, each re-queueing behind the
+// others once it resigns; every release is checked against every key of
+// the election deleted before it was sent.
+func TestReleaseComparesNoPast(t *testing.T) {
+	eps := startEtcd(t)
+	admin := newClient(t, eps)
+	ctx := ctxT(t)
+	const name = "/nopast"
+	logs := make([]*txnLog, 3)
+	es := make([]*etcd.Elector, 3)
+	for i := range es {
+		logs[i] = new(txnLog)
+		es[i] = newElector(t, loggedClient(t, eps, logs[i]), name, fmt.Sprintf("c%d", i))
+	}
+	live := func() map[string]bool {
+		resp, err := admin.Get(ctx, name+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, kv := range resp.Kvs {
+			m[string(kv.Key)] = true
+		}
+		return m
+	}
+	seen := map[string]bool{}
+	if _, err := es[0].Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rs := make([]<-chan result, 3)
+	for i := 1; i < 3; i++ {
+		rs[i] = campaignAsync(ctx, es[i])
+		waitQueue(t, admin, name, i+1)
+	}
+	cur, compared := 0, 0
+	for round := range 9 {
+		next := (cur + 1) % 3
+		settle(t, es)
+		awaitNextNoted(t, es[cur])
+		now := live()
+		var gone []string
+		for k := range seen {
+			if !now[k] {
+				gone = append(gone, k)
+			}
+		}
+		for k := range now {
+			seen[k] = true
+		}
+		sent := len(logs[cur].all())
+		if err := es[cur].Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := await(t, rs[next])
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		for _, txn := range logs[cur].all()[sent:] {
+			for _, c := range rangeCompares(txn) {
+				compared++
+				for _, k := range gone {
+					if string(c.Key) <= k && k < string(c.RangeEnd) {
+						t.Errorf("round %d: c%d's release compares [%s, %s), which holds %s, deleted by an earlier handover", round, cur, c.Key, c.RangeEnd, k)
+					}
+				}
+			}
+		}
+		if round > 0 && len(gone) == 0 {
+			t.Fatalf("round %d: no key of an earlier handover is gone", round)
+		}
+		rs[cur] = campaignAsync(ctx, es[cur])
+		waitQueue(t, admin, name, 3)
+		cur = next
+	}
+	if compared == 0 {
+		t.Fatal("no release carried a hand-over's Compares")
 	}
 }
 
