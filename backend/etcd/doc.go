@@ -99,10 +99,17 @@
 //     successor's leadership key (named for the successor's arrival,
 //     under the successor's lease, with its record) and puts the
 //     successor's hand-over mark — its queue key's name plus "/h", under
-//     its lease, with its record naming that key — if the successor's key
-//     is still the one read under its lease (P4), nothing is queued
-//     between them or above the leader's key, and no other leadership key
-//     exists. The mark sorts just after the successor's queue key and
+//     its lease, with its record naming that key and saying that the
+//     successor heads the queue — if the successor's key is still the one
+//     read under its lease (P4), nothing is queued between them or above
+//     the leader's key, and the leader's leadership key exists with nothing
+//     after it. A leader that headed the queue when its Term began (a
+//     claim, or a hand-over whose mark said so) compares the queue above
+//     it from the next priority up: while its leadership key exists, a
+//     create refuses a key of its priority above it. A leader a Transfer
+//     or a preemption made compares the whole queue above it. The
+//     release's Compares stay off the keys past handovers deleted, which
+//     etcd keeps in its index until a compaction. The mark sorts just after the successor's queue key and
 //     before the leader's: inside the successor's watch, whatever its
 //     end, and outside that of the candidate behind, which ends just past
 //     the successor's queue key and sees nothing of the hand-over. The
