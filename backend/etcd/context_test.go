@@ -132,3 +132,57 @@ func TestRequestContext(t *testing.T) {
 		}
 	})
 }
+
+// A wait under a candidacy's context (limiter) gets a channel of its own,
+// closed at the halt, and leaves neither a hook nor the candidacy's Done
+// channel behind: a burst's creates all wait in the limiter.
+func TestDoneOfACandidacy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := &candidacy{settled: make(chan struct{})}
+		state := func() (hooks int, done bool) {
+			c.hookMu.Lock()
+			defer c.hookMu.Unlock()
+			return len(c.hooks), c.done != nil
+		}
+		ch, stop := doneOf(c.ctx())
+		if h, _ := state(); h != 1 {
+			t.Errorf("%d halt hooks during the wait, want 1", h)
+		}
+		select {
+		case <-ch:
+			t.Fatal("the wait's channel closed before the halt")
+		default:
+		}
+		if !stop() {
+			t.Error("stop found no hook to remove")
+		}
+		if h, d := state(); h != 0 || d {
+			t.Errorf("after the wait: %d halt hooks, Done channel made %t; want none", h, d)
+		}
+		ch, stop = doneOf(c.ctx())
+		c.halt()
+		synctest.Wait()
+		select {
+		case <-ch:
+		default:
+			t.Fatal("the wait's channel is open after the halt")
+		}
+		if stop() {
+			t.Error("stop removed a hook that had run")
+		}
+		// Halted already: the channel closes all the same.
+		ch, _ = doneOf(c.ctx())
+		synctest.Wait()
+		select {
+		case <-ch:
+		default:
+			t.Fatal("a wait begun after the halt is not done")
+		}
+		// Any other context: its own Done.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if ch, stop := doneOf(ctx); ch != ctx.Done() || stop() {
+			t.Error("doneOf replaced the Done of a context that is not a candidacy's")
+		}
+	})
+}

@@ -220,9 +220,12 @@ func (l *limiter) do(c *call) error {
 	c.el = q.PushBack(c)
 	l.dispatch()
 	l.mu.Unlock()
+	gone, stopGone := doneOf(c.ctx)
 	select {
 	case <-c.ready:
-	case <-c.ctx.Done():
+		stopGone()
+	case <-gone:
+		stopGone()
 		l.mu.Lock()
 		switch c.state {
 		case callQueued:
@@ -327,6 +330,24 @@ func requestCtx(ctx context.Context) (context.Context, func()) {
 	}
 }
 
+// doneOf returns a channel closed once ctx is done, and what to call once
+// the channel is no longer waited on. Under a candidacy's context
+// (context.go) the channel is the wait's own, closed by a halt hook that
+// the call removes again: the candidacy's Done channel, made at its
+// first call, would stay with the candidacy for its whole life, and in a
+// burst every candidacy's create waits here.
+func doneOf(ctx context.Context) (<-chan struct{}, func() bool) {
+	a, ok := ctx.(afterFuncer)
+	if !ok {
+		return ctx.Done(), noStop
+	}
+	ch := make(chan struct{})
+	return ch, a.AfterFunc(func() { close(ch) })
+}
+
+// noStop is the stop of a wait with nothing to undo.
+func noStop() bool { return false }
+
 // sendWrite sends c, a write of an election, alone. Should c's ctx end
 // first, it returns then (kept), and the request runs on to its answer
 // (for goneWriteWait at most) with the election held, as a batch's
@@ -346,13 +367,16 @@ func (l *limiter) sendWrite(c *call) (kept bool, err error) {
 		defer close(done)
 		h, r, rerr = l.alone(ctx, c)
 	}()
+	gone, stopGone := doneOf(c.ctx)
 	select {
 	case <-done:
+		stopGone()
 		stop()
 		cancel()
 		c.header, c.resp, c.err = h, r, rerr
 		return false, rerr
-	case <-c.ctx.Done():
+	case <-gone:
+		stopGone()
 	}
 	l.mu.Lock()
 	l.hold(c.group)
