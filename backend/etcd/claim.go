@@ -99,7 +99,7 @@ func (e *Elector) leaderPut(c *candidacy) *pb.RequestOp {
 // leaderRec is the leader key's value as c creates it. It is made when a
 // request needs it rather than kept with each candidacy.
 func (e *Elector) leaderRec(c *candidacy) string {
-	return string(record.EncodeLeader(e.o, e.o.Value, c.key))
+	return string(record.EncodeLeader(*e.o, e.o.Value, c.key))
 }
 
 // renewed returns the send time of the session's last confirmed renewal,
@@ -170,7 +170,7 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	}
 	leader := election.Leader{ID: e.o.ID, Value: e.o.Value, Priority: e.o.Priority}
 	leader.Token = uint64(token)
-	term, lc := backend.NewTerm(e.o, leader, sent)
+	term, lc := backend.NewTerm(*e.o, leader, sent)
 	var err error
 	e.mu.Lock()
 	switch {

@@ -36,9 +36,9 @@ const retryDelay = 50 * time.Millisecond
 // election.Elector; see the package doc for the protocol.
 type Elector struct {
 	cli  *clientv3.Client
-	lay  layout // its prefix is the election's name and a slash (Name)
-	o    election.Options
-	sess *Session // the shared session, or nil: each candidacy has a lease of its own
+	lay  layout            // its prefix is the election's name and a slash (Name)
+	o    *election.Options // shared with the other Electors of its Session made with the same Options (Session.shared)
+	sess *Session          // the shared session, or nil: each candidacy has a lease of its own
 
 	gate *skeleton.Gate // one Campaign at a time; Close's signal
 	// more: what an Elector needs only once it releases a candidacy,
@@ -302,7 +302,7 @@ func newElector(cli *clientv3.Client, s *Session, name string, opts []election.O
 	if err != nil {
 		return nil, err
 	}
-	return &Elector{cli: cli, lay: newLayout(name), o: o, sess: s, gate: skeleton.NewGate()}, nil
+	return &Elector{cli: cli, lay: newLayout(name), o: s.shared(o), sess: s, gate: skeleton.NewGate()}, nil
 }
 
 // bgContext is an Elector's background context and its cancel.
@@ -348,7 +348,7 @@ func (e *Elector) ID() string { return e.o.ID }
 // Options returns the options the Elector was made with (election.Run
 // reports its campaigns to their Events). Their Value is a copy.
 func (e *Elector) Options() election.Options {
-	o := e.o
+	o := *e.o
 	o.Value = append([]byte(nil), o.Value...)
 	return o
 }
@@ -534,7 +534,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 			read <- arrival{rev, led, res, err}
 		}()
 		for s == nil {
-			ps, rev, err := grantSession(ctx, e.background(), e.cli, e.o, true, &e.wg)
+			ps, rev, err := grantSession(ctx, e.background(), e.cli, *e.o, true, &e.wg)
 			if err == nil {
 				s, seq = ps, rev
 				break
@@ -624,7 +624,7 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 		c.seq = seq
 		lkey = e.lay.leaderKey(seq, c.key)
 		from = past(c.key)
-		then = append([]*pb.RequestOp{opPut(c.key, string(record.Encode(e.o, e.o.Value)), withLease(s.lease))}, e.createOps(from)...)
+		then = append([]*pb.RequestOp{opPut(c.key, string(record.Encode(*e.o, e.o.Value)), withLease(s.lease))}, e.createOps(from)...)
 		if r := outranked; r != nil {
 			then = append(then, opTxn([]*pb.Compare{cmpMod(string(r.Key), r.ModRevision)},
 				[]*pb.RequestOp{opDelete(string(r.Key))}, nil))

@@ -95,7 +95,7 @@ func (e *Elector) Proclaim(ctx context.Context, t *election.Term, value []byte) 
 	resp, err := e.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(lkey), "=", tok),
 			clientv3.Compare(clientv3.LeaseValue(lkey), "=", c.s.lease)).
-		Then(clientv3.OpPut(lkey, string(record.EncodeLeader(e.o, value, c.key)), clientv3.WithLease(c.s.lease))).
+		Then(clientv3.OpPut(lkey, string(record.EncodeLeader(*e.o, value, c.key)), clientv3.WithLease(c.s.lease))).
 		Commit()
 	if err != nil {
 		return e.storeErr(ctx, "proclaiming on "+lkey, err)
