@@ -501,12 +501,14 @@ func (f *follower) wait(rev int64, poll time.Duration) (deleted bool, err error,
 					made = true // someone leads: a read, not a claim, tells c what to do
 				}
 				if k := string(kv.Key); k == f.e.lay.markKey(f.c.key) {
-					if ev.Type == clientv3.EventTypePut && kv.Lease == int64(f.c.s.lease) && record.Key(kv.Value) == f.e.lay.leaderKey(f.c.seq, f.c.key) {
-						// The leader handed over to c (a release to its
-						// successor, a Transfer): the same transaction
-						// created c's leadership key, whose create
-						// revision is this event's.
-						f.handedAt, f.handedHead = kv.ModRevision, record.Head(kv.Value)
+					if ev.Type == clientv3.EventTypePut && kv.Lease == int64(f.c.s.lease) {
+						if lkey, head := record.Mark(kv.Value); lkey == f.e.lay.leaderKey(f.c.seq, f.c.key) {
+							// The leader handed over to c (a release to
+							// its successor, a Transfer): the same
+							// transaction created c's leadership key,
+							// whose create revision is this event's.
+							f.handedAt, f.handedHead = kv.ModRevision, head
+						}
 					}
 					continue
 				} else if f.e.lay.isMark(k) && !slices.Contains(f.w.ahead, k) {

@@ -48,11 +48,15 @@ func EncodeMark(o election.Options, value []byte, key string, head bool) []byte 
 	return encode(record{V: Version, ID: o.ID, Priority: o.Priority, Value: value, Key: key, Head: head})
 }
 
-// Head reports whether data is a hand-over mark's record saying that its
-// candidate heads the queue (EncodeMark).
-func Head(data []byte) bool {
+// Mark returns what a hand-over mark's record (EncodeMark) says, in one
+// decode: the leadership key it names, or "" (not a record), and whether
+// its candidate heads the queue.
+func Mark(data []byte) (key string, head bool) {
 	r, err := decode(data)
-	return err == nil && r.Head
+	if err != nil {
+		return "", false
+	}
+	return r.Key, r.Head
 }
 
 // Key returns the queue key a leader record names, or "".

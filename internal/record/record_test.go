@@ -36,8 +36,19 @@ func TestMarkHead(t *testing.T) {
 	}
 	const lkey = "/svc/_l/0000000000000009-0000000000000abc-0000002a"
 	head, other := EncodeMark(o, []byte("v"), lkey, true), EncodeMark(o, []byte("v"), lkey, false)
-	if !Head(head) || Head(other) || Head(EncodeLeader(o, []byte("v"), lkey)) || Head([]byte(`{"head":true}x`)) {
-		t.Errorf("Head: %s %t, %s %t", head, Head(head), other, Head(other))
+	for _, c := range []struct {
+		data []byte
+		key  string
+		head bool
+	}{
+		{head, lkey, true},
+		{other, lkey, false},
+		{EncodeLeader(o, []byte("v"), lkey), lkey, false},
+		{[]byte(`{"head":true}x`), "", false},
+	} {
+		if key, h := Mark(c.data); key != c.key || h != c.head {
+			t.Errorf("Mark(%s) = %q, %t; want %q, %t", c.data, key, h, c.key, c.head)
+		}
 	}
 	if string(other) != string(EncodeLeader(o, []byte("v"), lkey)) {
 		t.Errorf("a mark without head = %s, want the leader record %s", other, EncodeLeader(o, []byte("v"), lkey))
