@@ -282,15 +282,31 @@ func (w *world) waitGoroutines() {
 // checkLeaks registers, before anything else of the subtest, a check that
 // runs after every other cleanup: no goroutine started during the subtest
 // is left, but those the harness declares.
+//
+// Outside a bubble, the check waits up to leakPatience for them to go: a
+// client's Close (gRPC's ClientConn.Close) returns once it has cancelled
+// its connection attempts, not once their goroutines have returned, and
+// goleak's own retries span under half a second, which a machine loaded
+// by other test processes, under the race detector, can outlast. A
+// goroutine still there after that is reported, with its stack.
 func checkLeaks(t *testing.T, h Harness) {
 	before := goleak.IgnoreCurrent()
 	t.Cleanup(func() {
 		opts := append([]goleak.Option{before}, h.IgnoreGoroutines...)
-		if err := goleak.Find(opts...); err != nil {
+		err := goleak.Find(opts...)
+		for deadline := time.Now().Add(leakPatience); err != nil && !h.Bubble && time.Now().Before(deadline); {
+			time.Sleep(50 * time.Millisecond) // goroutines ending give no event to wait on
+			err = goleak.Find(opts...)
+		}
+		if err != nil {
 			t.Errorf("goroutines left after Close and cleanup: %v", err)
 		}
 	})
 }
+
+// leakPatience is how long checkLeaks waits for the goroutines of a
+// subtest's candidates to end after Close and cleanup.
+const leakPatience = 5 * time.Second
 
 // close closes e, failing the test if Close does not return within Patience.
 func (w *world) close(e election.Elector) error {
