@@ -54,8 +54,10 @@
 // in a nested transaction that reads the next window only if this one is
 // empty: a read costs the keys of the
 // first non-empty window and an index lookup per empty one. A
-// registration reads the first window in its create, and reads on only
-// if that is empty; the claim of the leader key checks the windows the
+// registration reads the first two windows, as one range, in its create
+// (arrivals up to 256 revisions earlier: those of a burst of elections
+// started at once spread that far), and reads on only if that is empty;
+// the claim of the leader key checks the windows the
 // same way. So the store's work for a registration, a handover or a
 // Leader call does not grow with the queue (BENCHMARKS.md, "Scale").
 //
@@ -67,7 +69,7 @@
 //
 // Campaign takes a lease (a new one per candidacy, or the shared
 // Session's) and, in one transaction, creates its queue key (refusing to
-// overwrite) and reads the first window above it and the leader key; in
+// overwrite) and reads the first two windows above it and the leader key; in
 // an election with no leader key and nothing queued above, the same
 // transaction also creates the leader key (the claim below, folded into
 // the create while the lease's last renewal is fresh, and only if the
@@ -76,9 +78,12 @@
 // since every such create carries it into etcd's log, which etcd keeps in
 // memory), so the first candidate of an empty election leads in one
 // write. A create stands only if no leadership key is named for an
-// arrival at or after its own that would sort behind it (else the
-// arrival is read again): no candidate queued later sorts ahead of a
-// leader's queue key. Otherwise
+// arrival at or after its own that would sort behind it: no candidate
+// queued later sorts ahead of a leader's queue key. A refused create
+// arrives again at the revision its refusal came with, which is after
+// that leadership key's, and is sent again with no read in between
+// (the arrival is read only when an earlier try's reply was lost).
+// Otherwise
 // the candidacy waits — parked, with no goroutine of its own: its watch is
 // an entry on the client's one shared watch stream, and a response, its
 // end or a poll runs it again — as follows:

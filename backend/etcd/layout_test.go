@@ -162,6 +162,9 @@ func TestWindowsAboveAKey(t *testing.T) {
 		if got := l.firstWindow(from); got != ends[0] {
 			t.Fatalf("firstWindow(%q) = %q, want windows' first, %q", k, got, ends[0])
 		}
+		if got := l.createWindow(from); got != ends[0] && (len(ends) < 2 || got != ends[1] || ends[1] == l.queueEnd()) {
+			t.Fatalf("createWindow(%q) = %q, want the end of windows' first or second (not the queue's end), of %q", k, got, ends)
+		}
 		lo := from
 		for _, hi := range ends {
 			if hi <= lo {
@@ -189,6 +192,16 @@ func TestWindowsAboveAKey(t *testing.T) {
 	ends := l.windows(after(k))
 	if near := l.queueKey(0, 99999, 7, 1); near >= ends[0] {
 		t.Errorf("the key just ahead, %q, is not in the first window (ending %q)", near, ends[0])
+	}
+	// A create reads arrivals up to 255 revisions ahead, and no further.
+	if in, out := l.queueKey(0, 100000-255, 7, 1), l.queueKey(0, 100000-256, 7, 1); in >= l.createWindow(after(k)) || out < l.createWindow(after(k)) {
+		t.Errorf("createWindow(%q) = %q: want %q in it and %q not", k, l.createWindow(after(k)), in, out)
+	}
+	if first := after(l.queueKey(0, 1, 7, 1)); l.createWindow(first) != l.firstWindow(first) {
+		t.Errorf("createWindow above the first arrival = %q, want the first window alone, %q", l.createWindow(first), l.firstWindow(first))
+	}
+	if got := l.createWindow(l.queue() + "garbage\x00"); got != l.queueEnd() {
+		t.Errorf("createWindow above a key without a rank = %q, want the queue's end", got)
 	}
 	// Window i spans up to 2^windowBits[i] ranks above the key: a key
 	// 70,000 arrivals ahead is in the first that reaches that far.

@@ -72,13 +72,13 @@ func (e *Elector) nearOps(c *candidacy, from string) []*pb.RequestOp {
 const aboveLimit = 3
 
 // createOps is what a queue key's create reads once it has put the key:
-// nearOps but for the key itself, which the create made (a refused create
-// reads the key and the leadership keys after it: createElseOps). A
+// nearOps but for the key itself, which the create made, and with the
+// first two windows read as one (createWindow). A
 // create's operations are in etcd's log, which it keeps in memory, and a
 // burst holds tens of thousands of them.
 func (e *Elector) createOps(from string) []*pb.RequestOp {
 	return []*pb.RequestOp{
-		opGet(from, withRange(e.lay.firstWindow(from)), withLimit(aboveLimit)),
+		opGet(from, withRange(e.lay.createWindow(from)), withLimit(aboveLimit)),
 		e.lay.leadersOp(),
 		opGet(e.lay.transfer()),
 	}
@@ -94,7 +94,7 @@ func (e *Elector) createElseOps(c *candidacy) []*pb.RequestOp {
 // createView reads the responses of createOps(from) after the create of
 // c's key, own, at rev.
 func (e *Elector) createView(rev int64, rs []*pb.ResponseOp, from string, own *mvccpb.KeyValue) *view {
-	v := &view{rev: rev, own: own, last: e.lay.firstWindow(from) == e.lay.queueEnd()}
+	v := &view{rev: rev, own: own, last: e.lay.createWindow(from) == e.lay.queueEnd()}
 	v.above = e.lay.dropMarks(rs[0].GetResponseRange().GetKvs(), 2)
 	v.leader, v.second = leaders(rs[1])
 	if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {

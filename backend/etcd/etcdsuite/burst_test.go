@@ -19,6 +19,7 @@ import (
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend/etcd"
+	"github.com/electkit/election/internal/record"
 	"github.com/electkit/election/internal/rig/embedetcd"
 	"github.com/electkit/election/internal/rig/etcdtest"
 )
@@ -29,6 +30,7 @@ import (
 type requestCount struct {
 	sent     atomic.Int64
 	succ     atomic.Int64 // of sent, leaders' reads of their successor (succRead)
+	plain    atomic.Int64 // of sent, unary requests but those reads: one count per request, so that a snapshot never splits one
 	inFlight atomic.Int64
 	most     atomic.Int64
 
@@ -37,13 +39,114 @@ type requestCount struct {
 	mu               sync.Mutex
 	mixed            []string        // batches that held two requests of one election (a fault)
 	tops             map[string]bool // the first segments of a batch's elections, joined: "/no /ok"
+	kinds            map[string]int  // what was sent, by kind (requestKind)
+}
+
+// note counts one request of kind k.
+func (r *requestCount) note(k string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kinds == nil {
+		r.kinds = map[string]int{}
+	}
+	r.kinds[k]++
+}
+
+// kindCounts returns the counts by kind so far.
+func (r *requestCount) kindCounts() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.kinds)
+}
+
+// kindsSince returns the kinds sent since the counts were then, and how
+// many of each.
+func (r *requestCount) kindsSince(then map[string]int) map[string]int {
+	d := r.kindCounts()
+	for k, n := range d {
+		if d[k] = n - then[k]; d[k] == 0 {
+			delete(d, k)
+		}
+	}
+	return d
+}
+
+// kindsSeen returns the counts by kind, most first, as "kind ×n" lines.
+func kindsSeen(cs ...*requestCount) string {
+	all := map[string]int{}
+	for _, c := range cs {
+		c.mu.Lock()
+		for k, n := range c.kinds {
+			all[k] += n
+		}
+		c.mu.Unlock()
+	}
+	ks := slices.SortedFunc(maps.Keys(all), func(a, b string) int { return all[b] - all[a] })
+	var b strings.Builder
+	for _, k := range ks {
+		fmt.Fprintf(&b, "\n\t%6d  %s", all[k], k)
+	}
+	return b.String()
+}
+
+// requestKind names the shape of a request: its method, and for a Txn its
+// Compares and operations by type ("Txn c3 s[put range] f[range]"), or
+// "batch" for a transaction of several elections' requests; for a stream
+// message, its type.
+func requestKind(method string, req any) string {
+	_, name, _ := strings.Cut(method[1:], "/")
+	switch r := req.(type) {
+	case *pb.TxnRequest:
+		ops := func(os []*pb.RequestOp) string {
+			var ks []string
+			for _, op := range os {
+				switch {
+				case op.GetRequestRange() != nil:
+					ks = append(ks, "range")
+				case op.GetRequestPut() != nil:
+					ks = append(ks, "put")
+				case op.GetRequestDeleteRange() != nil:
+					ks = append(ks, "delete")
+				case op.GetRequestTxn() != nil:
+					ks = append(ks, "txn")
+				}
+			}
+			return strings.Join(ks, " ")
+		}
+		if len(r.Compare) == 0 && len(r.Failure) == 0 && len(r.Success) > 1 {
+			seen := map[string]bool{}
+			for _, op := range r.Success {
+				seen[electionOf(op)] = true
+			}
+			if len(seen) > 1 {
+				return "Txn batch"
+			}
+		}
+		return fmt.Sprintf("Txn c%d s[%s] f[%s]", len(r.Compare), ops(r.Success), ops(r.Failure))
+	case *pb.WatchRequest:
+		switch {
+		case r.GetCreateRequest() != nil:
+			return "Watch create"
+		case r.GetCancelRequest() != nil:
+			return "Watch cancel"
+		case r.GetProgressRequest() != nil:
+			return "Watch progress"
+		}
+	}
+	if req != nil {
+		return name + " " + fmt.Sprintf("%T", req)
+	}
+	return name
 }
 
 func (r *requestCount) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	r.sent.Add(1)
+	r.note(requestKind(method, req))
 	if t, ok := req.(*pb.TxnRequest); ok && succRead(t) {
 		r.succ.Add(1)
+	} else {
+		r.plain.Add(1)
 	}
+	r.sent.Add(1)
 	if t, ok := req.(*pb.TxnRequest); ok && len(t.Compare) == 0 && len(t.Failure) == 0 && len(t.Success) > 1 {
 		// A batch: operations of several elections (one request's
 		// own operations, without Compares, are all of its election).
@@ -90,7 +193,11 @@ func (r *requestCount) batchesSeen() (mixed []string, tops map[string]bool) {
 }
 
 func (r *requestCount) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	return sendsOn("", &r.sent)(ctx, desc, cc, method, streamer, opts...)
+	s, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return s, err
+	}
+	return &countedSends{ClientStream: s, n: &r.sent, note: func(m any) { r.note(requestKind(method, m)) }}, nil
 }
 
 // sendsOn is a stream interceptor that counts in n the messages a client
@@ -135,11 +242,15 @@ func electionOf(op *pb.RequestOp) string {
 
 type countedSends struct {
 	grpc.ClientStream
-	n *atomic.Int64
+	n    *atomic.Int64
+	note func(m any) // if not nil, told of each message
 }
 
 func (s *countedSends) SendMsg(m any) error {
 	s.n.Add(1)
+	if s.note != nil {
+		s.note(m)
+	}
 	return s.ClientStream.SendMsg(m)
 }
 
@@ -355,8 +466,8 @@ func TestBurstOfElectionsOnSessions(t *testing.T) {
 	for _, c := range counts {
 		most = max(most, c.most.Load())
 	}
-	t.Logf("%d elections × %d: %d led, settled after %v; %d requests (%.1f per election); at most %d in flight per client",
-		n, clients, leading.Load(), took.Round(time.Millisecond), requests, float64(requests)/n, most)
+	t.Logf("%d elections × %d: %d led, settled after %v; %d requests (%.1f per election); at most %d in flight per client; by kind:%s",
+		n, clients, leading.Load(), took.Round(time.Millisecond), requests, float64(requests)/n, most, kindsSeen(counts...))
 	cancel()
 	wg.Wait()
 	if failed.Load() > 0 {
@@ -484,4 +595,91 @@ func puts(r *pb.TxnRequest) bool {
 		}
 	}
 	return false
+}
+
+// A create refused by a claim made since its arrival read arrives again
+// at the refusal's revision, with no read in between. B's arrival read is
+// served, and its reply held until A has led: A's leadership key is named
+// for a later arrival than B's, so B's create (which carries a claim, as
+// B saw no leader) is refused. B then sends one create more, finds A's key
+// ahead of its own in what that create reads, and waits: three requests
+// in all (before, a read after the refusal and, with A's key outside the
+// first window read, a read of the queue besides). B's key sorts behind
+// A's, and A's Resign hands over to B.
+func TestRefusedCreateArrivesAgainWithoutARead(t *testing.T) {
+	eps := startEtcd(t)
+	ctx := ctxT(t)
+	h := newHold("/etcdserverpb.KV/Range", 1, true)
+	count := new(requestCount)
+	cliB := dialClient(t, eps, grpc.WithChainUnaryInterceptor(h.unary, count.unary))
+	sb := newSession(t, cliB, election.WithTTL(30*time.Second))
+	b := onSession(t, sb, "/refused", "b")
+	resB := campaignAsync(ctx, b)
+	h.awaitHeld(t)
+	cliA := newClient(t, eps)
+	if _, err := cliA.Put(ctx, "/elsewhere", ""); err != nil { // A arrives at a later revision than B
+		t.Fatal(err)
+	}
+	a := newElector(t, cliA, "/refused", "a")
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(h.release)
+	for !probeSettled(b) {
+		select {
+		case r := <-resB:
+			t.Fatalf("B's Campaign returned %v, %v while A leads", r.t, r.err)
+		case <-ctx.Done():
+			t.Fatal("B never waited on its watch")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	count.mu.Lock()
+	kinds := maps.Clone(count.kinds)
+	count.mu.Unlock()
+	creates, others := 0, 0
+	for k, n := range kinds {
+		if strings.HasPrefix(k, "Txn c3 s[put ") {
+			creates += n
+		} else if !strings.HasPrefix(k, "Range ") && !strings.HasPrefix(k, "LeaseGrant ") {
+			others += n
+		}
+	}
+	if creates != 2 || others != 0 {
+		t.Errorf("B sent %d creates and %d other requests after its arrival read, want 2 and 0:%s", creates, others, kindsSeen(count))
+	}
+	qa, qb := queueKeyOf(t, ctx, cliB, "/refused", "a"), queueKeyOf(t, ctx, cliB, "/refused", "b")
+	if qb >= qa {
+		t.Errorf("B's key %s sorts at or above the leader A's %s", qb, qa)
+	}
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, resB)
+	if r.err != nil {
+		t.Fatalf("B's Campaign after A's Resign: %v", r.err)
+	}
+	if r.t.Token() <= ta.Token() {
+		t.Errorf("B's token %d is not above A's %d", r.t.Token(), ta.Token())
+	}
+}
+
+// queueKeyOf returns the queue key of the candidate id of election name.
+func queueKeyOf(t *testing.T, ctx context.Context, cli *clientv3.Client, name, id string) string {
+	t.Helper()
+	resp, err := cli.Get(ctx, name+"/_c/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if strings.HasSuffix(string(kv.Key), "/h") {
+			continue // a hand-over mark
+		}
+		if ld, err := record.Decode(kv.Value); err == nil && ld.ID == id {
+			return string(kv.Key)
+		}
+	}
+	t.Fatalf("no queue key of %s in %s", id, name)
+	return ""
 }

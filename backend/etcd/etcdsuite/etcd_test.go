@@ -985,8 +985,8 @@ func TestHandoverSuccessorSendsNothing(t *testing.T) {
 		rn := campaignAsync(ctx, es[next])
 		settle(t, es[next:next+1])
 		awaitNextNoted(t, es[cur])
-		sent := func() int64 { return counts[next].sent.Load() - counts[next].succ.Load() }
-		before := sent()
+		sent := counts[next].plain.Load
+		before, kinds := sent(), counts[next].kindCounts()
 		if err := es[cur].Resign(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -995,7 +995,7 @@ func TestHandoverSuccessorSendsNothing(t *testing.T) {
 			t.Fatal(r.err)
 		}
 		if got := sent() - before; got != 0 {
-			t.Errorf("round %d: c%d sent %d requests between the release and its Campaign's return, want 0", round, next, got)
+			t.Errorf("round %d: c%d sent %d requests between the release and its Campaign's return, want 0: %v", round, next, got, counts[next].kindsSince(kinds))
 		}
 		if r.t.Token() <= leader.Token() {
 			t.Fatalf("round %d: token %d after %d", round, r.t.Token(), leader.Token())
