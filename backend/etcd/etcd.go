@@ -40,7 +40,7 @@ type Elector struct {
 	o    *election.Options // shared with the other Electors of its Session made with the same Options (Session.shared)
 	sess *Session          // the shared session, or nil: each candidacy has a lease of its own
 
-	gate *skeleton.Gate // one Campaign at a time; Close's signal
+	gate skeleton.Gate // one Campaign at a time; Close's signal (by value: one object less per Elector)
 	// more: what an Elector needs only once it releases a candidacy,
 	// retries outside one, works in the background or is observed; made
 	// at its first use (extra): most Electors of a sharded service never
@@ -302,7 +302,7 @@ func newElector(cli *clientv3.Client, s *Session, name string, opts []election.O
 	if err != nil {
 		return nil, err
 	}
-	return &Elector{cli: cli, lay: newLayout(name), o: s.shared(o), sess: s, gate: skeleton.NewGate()}, nil
+	return &Elector{cli: cli, lay: newLayout(name), o: s.shared(o), sess: s}, nil
 }
 
 // bgContext is an Elector's background context and its cancel.

@@ -56,13 +56,19 @@ func (f *follower) guard(token int64) {
 		if rd != nil {
 			rdDone = rd.done
 		}
-		// The candidacy's halt, not its Term's end: Resign ends the Term
-		// before its release is sent and halts the candidacy once the
-		// release is answered, and the guard, woken meanwhile, would
-		// run (and close its watch, on the release's connection) beside
-		// the release.
+		// The Term's end, whose channel renewLoop waits on as well, not
+		// the candidacy's own: a Done channel of the candidacy's would be
+		// one more for every leader of a sharded service. A leading
+		// candidacy halts after its Term ends, never before (end, lose;
+		// renewLoop withdraws it), and the guard returns at the halt:
+		// Resign ends the Term before its release is sent and halts the
+		// candidacy once the release is answered, and the guard, woken
+		// meanwhile, would otherwise run (and close its watch, on the
+		// release's connection) beside the release. After the Term's
+		// end the guard acts on nothing.
 		select {
-		case <-c.ctx().Done():
+		case <-t.Done():
+			<-c.ctx().Done()
 			return
 		case <-rdDone:
 			if f.endSuccRead(rd) {

@@ -115,12 +115,14 @@ func (w *rangeWatch) stillAhead(lay layout, ev *clientv3.Event) bool {
 // together at the end, so that a process holding thousands of
 // candidacies holds no padding between them.
 type follower struct {
-	e      *Elector
-	c      *candidacy
-	w      *rangeWatch
-	from   string          // where the read of the queue above c begins, past keys without a lease; "" for past(c.key) (fromKey)
-	floor  int64           // the revision of a deletion the next read must have seen
-	warned map[string]bool // made at the first warning
+	e     *Elector
+	c     *candidacy
+	w     *rangeWatch
+	from  string // where the read of the queue above c begins, past keys without a lease; "" for past(c.key) (fromKey)
+	floor int64  // the revision of a deletion the next read must have seen
+	// rare: the warnings given and the pauses between retries, made at
+	// the first of either (most candidacies never see one).
+	rare *followerRare
 	// handedAt: the revision of a hand-over to c (handOver, handOverOps),
 	// which put c's mark (markKey) with a record naming c's leadership
 	// key, created in the same transaction (see confirm, released).
@@ -128,10 +130,6 @@ type follower struct {
 	// While c leads: succRev, the revision of the last read of its
 	// successor (see needSucc).
 	succRev int64
-	// retry: the pauses before trying again after a failed request or a
-	// broken watch (made at the first); reset once a request or watch
-	// works.
-	retry *backoff.ExponentialBackOff
 
 	// The wait in progress (waitTurn): its revision and poll (see inWait,
 	// claimNext and handoffNext).
@@ -168,6 +166,23 @@ type follower struct {
 	// headed: the token waitTurn returns came with c heading the queue
 	// (candidacy.headed).
 	headed bool
+}
+
+// followerRare is what a follower needs only once something goes wrong.
+type followerRare struct {
+	warned map[string]bool // made at the first warning
+	// retry: the pauses before trying again after a failed request or a
+	// broken watch (made at the first); reset once a request or watch
+	// works.
+	retry *backoff.ExponentialBackOff
+}
+
+// rareOf returns f's rare part, making it at the first call.
+func (f *follower) rareOf() *followerRare {
+	if f.rare == nil {
+		f.rare = &followerRare{}
+	}
+	return f.rare
 }
 
 // follow runs candidacy c from its first view until it ends: waiting,
@@ -740,27 +755,28 @@ func (f *follower) failed(what string, err error) bool {
 }
 
 func (f *follower) warn(kv *mvccpb.KeyValue, msg string) {
-	if !f.warned[string(kv.Key)] {
-		if f.warned == nil {
-			f.warned = map[string]bool{}
+	if r := f.rareOf(); !r.warned[string(kv.Key)] {
+		if r.warned == nil {
+			r.warned = map[string]bool{}
 		}
-		f.warned[string(kv.Key)] = true
+		r.warned[string(kv.Key)] = true
 		f.e.o.Logger.Warn("etcd election: "+msg, "key", string(kv.Key), "create_revision", kv.CreateRevision, "lease", fmt.Sprintf("%016x", uint64(kv.Lease)))
 	}
 }
 
 // nextRetry returns the pause before the next try of a failed request.
 func (f *follower) nextRetry() time.Duration {
-	if f.retry == nil {
-		f.retry = retryBackoff(maxRetryWait)
+	r := f.rareOf()
+	if r.retry == nil {
+		r.retry = retryBackoff(maxRetryWait)
 	}
-	return f.retry.NextBackOff()
+	return r.retry.NextBackOff()
 }
 
 // retried notes that a request or watch worked: the pauses start over.
 func (f *follower) retried() {
-	if f.retry != nil {
-		f.retry.Reset()
+	if f.rare != nil && f.rare.retry != nil {
+		f.rare.retry.Reset()
 	}
 }
 

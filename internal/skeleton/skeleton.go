@@ -17,19 +17,25 @@ import (
 )
 
 // Gate lets one Campaign run at a time, first come first served, and
-// carries Close's signal. The zero Gate is not usable; make one with
-// NewGate.
+// carries Close's signal. The zero Gate is open and ready; NewGate makes
+// one. A Gate must not be copied once used.
 //
-// A Gate is a few words until something waits on it: a waiting Enter
-// makes its own channel, and Closing makes Close's. A process may hold
-// thousands of Electors, each with its Gate, and most never see two
-// Campaign calls at once.
+// A Gate is four words until something waits on it: a waiting Enter
+// makes its own turn, and Closing makes Close's channel. A process may
+// hold thousands of Electors, each with its Gate (backend/etcd's hold it
+// by value), and most never see two Campaign calls at once.
 type Gate struct {
 	mu      sync.Mutex
-	busy    bool            // a Campaign is in (or Drain shut it)
-	closed  bool            // Close has begun
-	waiters []chan struct{} // in arrival order; Leave hands the gate to the first by closing its channel
-	closing chan struct{}   // made by Closing or Close; closed by Close
+	busy    bool          // a Campaign is in (or Drain shut it)
+	closed  bool          // Close has begun
+	waiters *gateTurn     // the first of the waiting Enters, in arrival order; Leave hands the gate to it by closing its channel
+	closing chan struct{} // made by Closing or Close; closed by Close
+}
+
+// A gateTurn is a waiting Enter (or Drain) in a Gate's queue.
+type gateTurn struct {
+	ch   chan struct{}
+	next *gateTurn
 }
 
 // NewGate returns an open Gate.
@@ -56,13 +62,12 @@ func (g *Gate) Enter(ctx context.Context) error {
 		g.mu.Unlock()
 		return nil
 	}
-	turn := make(chan struct{})
-	g.waiters = append(g.waiters, turn)
+	turn := g.queueLocked()
 	closing := g.closingLocked()
 	g.mu.Unlock()
 	var err error
 	select {
-	case <-turn:
+	case <-turn.ch:
 		return nil
 	case <-ctx.Done():
 		err = ctx.Err()
@@ -70,14 +75,36 @@ func (g *Gate) Enter(ctx context.Context) error {
 		err = election.ErrClosed
 	}
 	g.mu.Lock()
-	if i := slices.Index(g.waiters, turn); i >= 0 {
-		g.waiters = slices.Delete(g.waiters, i, i+1)
+	if g.dropLocked(turn) {
 		g.mu.Unlock()
 		return err
 	}
 	g.mu.Unlock()
 	g.Leave() // handed the gate as it gave up: it goes on to the next
 	return err
+}
+
+// queueLocked queues a new turn at the end; g.mu is held.
+func (g *Gate) queueLocked() *gateTurn {
+	turn := &gateTurn{ch: make(chan struct{})}
+	p := &g.waiters
+	for *p != nil {
+		p = &(*p).next
+	}
+	*p = turn
+	return turn
+}
+
+// dropLocked removes turn from the queue and reports whether it was
+// there (not handed the gate yet); g.mu is held.
+func (g *Gate) dropLocked(turn *gateTurn) bool {
+	for p := &g.waiters; *p != nil; p = &(*p).next {
+		if *p == turn {
+			*p = turn.next
+			return true
+		}
+	}
+	return false
 }
 
 // closingLocked returns the channel Close closes; g.mu is held.
@@ -105,13 +132,9 @@ func CheckContext(ctx context.Context) error {
 // any.
 func (g *Gate) Leave() {
 	g.mu.Lock()
-	if len(g.waiters) > 0 {
-		turn := g.waiters[0]
-		g.waiters = slices.Delete(g.waiters, 0, 1)
-		if len(g.waiters) == 0 {
-			g.waiters = nil
-		}
-		close(turn) // the gate stays busy: it is the waiter's now
+	if turn := g.waiters; turn != nil {
+		g.waiters = turn.next
+		close(turn.ch) // the gate stays busy: it is the waiter's now
 	} else {
 		g.busy = false
 	}
@@ -147,10 +170,9 @@ func (g *Gate) Drain() {
 		g.mu.Unlock()
 		return
 	}
-	turn := make(chan struct{})
-	g.waiters = append(g.waiters, turn)
+	turn := g.queueLocked()
 	g.mu.Unlock()
-	<-turn
+	<-turn.ch
 }
 
 // Terms is the set of an Elector's Terms whose hooks may still run (their

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 
 	"github.com/electkit/election"
 	"github.com/electkit/election/backend"
@@ -158,8 +159,11 @@ func TestNilContext(t *testing.T) {
 }
 
 // A Gate makes its channels only when something waits on it, and Closing
-// is closed whether it was made before Close or after.
+// is closed whether it was made before Close or after. It is four words.
 func TestGateChannelsOnDemand(t *testing.T) {
+	if size := unsafe.Sizeof(Gate{}); size > 32 {
+		t.Errorf("a Gate is %d bytes, want at most 32", size)
+	}
 	g := NewGate()
 	ctx := context.Background()
 	for range 3 {
@@ -169,7 +173,7 @@ func TestGateChannelsOnDemand(t *testing.T) {
 		g.Leave()
 	}
 	if g.waiters != nil || g.closing != nil || gateClosed(g) {
-		t.Errorf("an uncontended Gate made channels (waiters %d, closing %v) or reads as closed", len(g.waiters), g.closing != nil)
+		t.Errorf("an uncontended Gate made channels (waiters %v, closing %v) or reads as closed", g.waiters != nil, g.closing != nil)
 	}
 	before := g.Closing()
 	select {
@@ -242,7 +246,7 @@ func TestGateFirstComeFirstServed(t *testing.T) {
 		}
 		g.Leave()
 		if g.waiters != nil || g.busy {
-			t.Errorf("after all left: %d waiters, busy %v", len(g.waiters), g.busy)
+			t.Errorf("after all left: waiters %v, busy %v", g.waiters != nil, g.busy)
 		}
 	})
 }
