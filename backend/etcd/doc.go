@@ -54,9 +54,10 @@
 // in a nested transaction that reads the next window only if this one is
 // empty: a read costs the keys of the
 // first non-empty window and an index lookup per empty one. A
-// registration reads the first two windows, as one range, in its create
-// (arrivals up to 256 revisions earlier: those of a burst of elections
-// started at once spread that far), and reads on only if that is empty;
+// registration reads the first window in its create, or the second if
+// the first is empty (arrivals up to 256 revisions earlier: those of a
+// burst of elections started at once spread that far), and reads on
+// only if both are empty;
 // the claim of the leader key checks the windows the
 // same way. So the store's work for a registration, a handover or a
 // Leader call does not grow with the queue (BENCHMARKS.md, "Scale").
@@ -69,7 +70,8 @@
 //
 // Campaign takes a lease (a new one per candidacy, or the shared
 // Session's) and, in one transaction, creates its queue key (refusing to
-// overwrite) and reads the first two windows above it and the leader key; in
+// overwrite) and reads the first window above it (the second, if that is
+// empty) and the leader key; in
 // an election with no leader key and nothing queued above, the same
 // transaction also creates the leader key (the claim below, folded into
 // the create while the lease's last renewal is fresh, and only if the

@@ -480,15 +480,14 @@ func (l layout) firstWindow(from string) string {
 	return l.windowEnds(from, 1)[0]
 }
 
-// createWindow returns the end of the range a queue key's create reads
-// above from: the first two windows as one (arrivals up to 2^8 revisions
-// earlier), or the first alone when it reaches past the last arrival of
-// from's priority (the next window is then of other priorities). A burst of elections started at once spreads the arrivals
+// createWindow returns the end of the windows a queue key's create reads
+// above from (createAboveOp): the second window's (arrivals up to 2^8
+// revisions earlier), or the first's when that reaches past the last
+// arrival of from's priority (the next window is then of other
+// priorities). A burst of elections started at once spreads the arrivals
 // of one election's candidates over tens to hundreds of revisions: the
 // first window alone most often held none of them, and each such
-// candidate read the queue again (look). One range of both costs the
-// write no more than the first window did, and etcd visits at most 256
-// keys of arrivals for it.
+// candidate read the queue again (look).
 func (l layout) createWindow(from string) string {
 	ends := l.windowEnds(from, 2)
 	if len(ends) == 3 {

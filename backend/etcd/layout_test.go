@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unsafe"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -346,5 +347,40 @@ func TestPrefixOfName(t *testing.T) {
 	}
 	if got := (&Elector{lay: newLayout("/svc/x")}).Name(); got != "/svc/x" {
 		t.Errorf("Name() = %q", got)
+	}
+}
+
+// A create reads the first window above its key, or the second when the
+// first is empty: a nested transaction, whose response createAbove reads
+// either way; above the first arrival, where the first window is all
+// there is of the priority, a plain read of it.
+func TestCreateAbove(t *testing.T) {
+	e := &Elector{lay: newLayout("/svc")}
+	from := past(e.lay.queueKey(0, 1000, 7, 1))
+	op := e.createAboveOp(from)
+	tx := op.GetRequestTxn()
+	if tx == nil || len(tx.Compare) != 1 || len(tx.Success) != 1 || len(tx.Failure) != 1 {
+		t.Fatalf("createAboveOp = %v, want a nested transaction", op)
+	}
+	if r := tx.Success[0].GetRequestRange(); r == nil || string(r.Key) != e.lay.firstWindow(from) || string(r.RangeEnd) != e.lay.createWindow(from) {
+		t.Errorf("with the first window empty it reads %v, want the second", tx.Success[0])
+	}
+	if r := tx.Failure[0].GetRequestRange(); r == nil || string(r.Key) != from || string(r.RangeEnd) != e.lay.firstWindow(from) {
+		t.Errorf("otherwise it reads %v, want the first window", tx.Failure[0])
+	}
+	kv := &mvccpb.KeyValue{Key: []byte(e.lay.queueKey(0, 900, 8, 1))}
+	rng := &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: &pb.RangeResponse{Kvs: []*mvccpb.KeyValue{kv}}}}
+	for _, succeeded := range []bool{true, false} {
+		r := &pb.ResponseOp{Response: &pb.ResponseOp_ResponseTxn{ResponseTxn: &pb.TxnResponse{Succeeded: succeeded, Responses: []*pb.ResponseOp{rng}}}}
+		if kvs, last := e.createAbove(r, from); len(kvs) != 1 || kvs[0] != kv || last {
+			t.Errorf("createAbove (first window empty %t) = %v, %t; want the key read, not the last window", succeeded, kvs, last)
+		}
+	}
+	first := after(e.lay.queueKey(0, 1, 7, 1))
+	if op := e.createAboveOp(first); op.GetRequestRange() == nil {
+		t.Errorf("createAboveOp above the first arrival = %v, want a plain read", op)
+	}
+	if kvs, _ := e.createAbove(rng, first); len(kvs) != 1 {
+		t.Errorf("createAbove of a plain read = %v", kvs)
 	}
 }

@@ -73,15 +73,48 @@ const aboveLimit = 3
 
 // createOps is what a queue key's create reads once it has put the key:
 // nearOps but for the key itself, which the create made, and with the
-// first two windows read as one (createWindow). A
+// first window, or the second if the first is empty (createAboveOp). A
 // create's operations are in etcd's log, which it keeps in memory, and a
 // burst holds tens of thousands of them.
 func (e *Elector) createOps(from string) []*pb.RequestOp {
 	return []*pb.RequestOp{
-		opGet(from, withRange(e.lay.createWindow(from)), withLimit(aboveLimit)),
+		e.createAboveOp(from),
 		e.lay.leadersOp(),
 		opGet(e.lay.transfer()),
 	}
+}
+
+// createAboveOp reads the first window above from, or, when that is
+// empty, the second (up to createWindow): a nested transaction whose
+// Compare visits the first window's keys, so a create in a queue
+// filling up reads the few keys near its own and a burst's create,
+// whose key ahead arrived tens to hundreds of revisions earlier, finds
+// it without a read of the queue after.
+func (e *Elector) createAboveOp(from string) *pb.RequestOp {
+	w1, w2 := e.lay.firstWindow(from), e.lay.createWindow(from)
+	first := opGet(from, withRange(w1), withLimit(aboveLimit))
+	if w2 == w1 {
+		return first
+	}
+	return opTxn([]*pb.Compare{emptyIn(from, w1)},
+		[]*pb.RequestOp{opGet(w1, withRange(w2), withLimit(aboveLimit))},
+		[]*pb.RequestOp{first})
+}
+
+// createAbove reads the response of createAboveOp(from): the keys it
+// read, and whether they came from the last window.
+func (e *Elector) createAbove(r *pb.ResponseOp, from string) (kvs []*mvccpb.KeyValue, last bool) {
+	w1 := e.lay.firstWindow(from)
+	t := r.GetResponseTxn()
+	switch {
+	case t == nil:
+		return r.GetResponseRange().GetKvs(), w1 == e.lay.queueEnd()
+	case len(t.Responses) == 0:
+		return nil, false
+	case t.Succeeded: // the first window is empty: the second was read
+		return t.Responses[0].GetResponseRange().GetKvs(), e.lay.createWindow(from) == e.lay.queueEnd()
+	}
+	return t.Responses[0].GetResponseRange().GetKvs(), w1 == e.lay.queueEnd()
 }
 
 // createElseOps is what is read after a refused create: c's key (an
@@ -94,8 +127,9 @@ func (e *Elector) createElseOps(c *candidacy) []*pb.RequestOp {
 // createView reads the responses of createOps(from) after the create of
 // c's key, own, at rev.
 func (e *Elector) createView(rev int64, rs []*pb.ResponseOp, from string, own *mvccpb.KeyValue) *view {
-	v := &view{rev: rev, own: own, last: e.lay.createWindow(from) == e.lay.queueEnd()}
-	v.above = e.lay.dropMarks(rs[0].GetResponseRange().GetKvs(), 2)
+	v := &view{rev: rev, own: own}
+	above, last := e.createAbove(rs[0], from)
+	v.above, v.last = e.lay.dropMarks(above, 2), last
 	v.leader, v.second = leaders(rs[1])
 	if kvs := rs[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
 		v.transfer = kvs[0]
