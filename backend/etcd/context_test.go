@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -144,7 +145,7 @@ func TestDoneOfACandidacy(t *testing.T) {
 			defer c.hookMu.Unlock()
 			return len(c.hooks), c.done != nil
 		}
-		ch, stop := doneOf(c.ctx())
+		ch, _, stop := doneOf(c.ctx())
 		if h, _ := state(); h != 1 {
 			t.Errorf("%d halt hooks during the wait, want 1", h)
 		}
@@ -159,7 +160,7 @@ func TestDoneOfACandidacy(t *testing.T) {
 		if h, d := state(); h != 0 || d {
 			t.Errorf("after the wait: %d halt hooks, Done channel made %t; want none", h, d)
 		}
-		ch, stop = doneOf(c.ctx())
+		ch, _, stop = doneOf(c.ctx())
 		c.halt()
 		synctest.Wait()
 		select {
@@ -171,7 +172,7 @@ func TestDoneOfACandidacy(t *testing.T) {
 			t.Error("stop removed a hook that had run")
 		}
 		// Halted already: the channel closes all the same.
-		ch, _ = doneOf(c.ctx())
+		ch, _, _ = doneOf(c.ctx())
 		synctest.Wait()
 		select {
 		case <-ch:
@@ -181,8 +182,86 @@ func TestDoneOfACandidacy(t *testing.T) {
 		// Any other context: its own Done.
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		if ch, stop := doneOf(ctx); ch != ctx.Done() || stop() {
+		if ch, also, stop := doneOf(ctx); ch != ctx.Done() || also != nil || stop() {
 			t.Error("doneOf replaced the Done of a context that is not a candidacy's")
 		}
+	})
+}
+
+// countingCtx counts the contexts that watch it through AfterFunc (its
+// Value hides the cancelCtx within, so every one does).
+type countingCtx struct {
+	context.Context
+	n atomic.Int32
+}
+
+func (c *countingCtx) Value(any) any { return nil }
+
+func (c *countingCtx) AfterFunc(f func()) func() bool {
+	c.n.Add(1)
+	return context.AfterFunc(c.Context, f)
+}
+
+// A queue call's context waits in the limiter without watching its
+// caller's context (the wait selects on its Done), stops on its own stop
+// or its caller's end, and a context derived from it, as a request sent
+// alone derives one, ends either way too.
+func TestStopCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		inner, cancelInner := context.WithCancel(context.Background())
+		parent := &countingCtx{Context: inner}
+		s := newStopCtx(parent)
+		_, also, stop := doneOf(s)
+		if n := parent.n.Load(); n != 0 || also != inner.Done() {
+			t.Fatalf("a wait in the limiter watches the caller's context %d times (also %v), want 0 and its Done", n, also)
+		}
+		if !stop() {
+			t.Error("stop found no hook to remove")
+		}
+		gone, _, _ := doneOf(s)
+		child, cancelChild := requestCtx(s)
+		defer cancelChild()
+		if parent.n.Load() != 1 {
+			t.Errorf("a request's context watches the caller's %d times, want once", parent.n.Load())
+		}
+		s.stop()
+		s.stop() // again: nothing
+		synctest.Wait()
+		for i, ch := range []<-chan struct{}{gone, child.Done(), s.Done()} {
+			select {
+			case <-ch:
+			default:
+				t.Errorf("channel %d open after the stop", i)
+			}
+		}
+		if !errors.Is(s.Err(), context.Canceled) || inner.Err() != nil {
+			t.Errorf("after the stop: Err %v, the caller's %v", s.Err(), inner.Err())
+		}
+		// The caller's end: Done closes, Err is the caller's.
+		s2 := newStopCtx(parent)
+		done := s2.Done()
+		req, cancelReq := requestCtx(s2)
+		defer cancelReq()
+		deadline, cancelDeadline := context.WithTimeout(context.Background(), time.Hour)
+		defer cancelDeadline()
+		s3 := newStopCtx(deadline)
+		cancelInner()
+		synctest.Wait()
+		for i, ch := range []<-chan struct{}{done, req.Done()} {
+			select {
+			case <-ch:
+			default:
+				t.Errorf("channel %d open after the caller's end", i)
+			}
+		}
+		if !errors.Is(s2.Err(), context.Canceled) {
+			t.Errorf("Err after the caller's end = %v", s2.Err())
+		}
+		time.Sleep(2 * time.Hour)
+		if !errors.Is(s3.Err(), context.DeadlineExceeded) {
+			t.Errorf("Err after the caller's deadline = %v, want its DeadlineExceeded", s3.Err())
+		}
+		s2.stop()
+		s3.stop()
 	})
 }

@@ -468,10 +468,12 @@ func (e *Elector) queue(ctx context.Context, b backoff.BackOff) (*candidacy, err
 	// its renewals), and ends it (queueRun) if it has not ended on its
 	// own. Not through an AfterFunc of the background context: the map
 	// of children that gives that context stays with it for good, and a
-	// process may hold thousands of Electors. A closed client fails the
-	// requests at once, which ends it too.
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// process may hold thousands of Electors; nor through a
+	// context.WithCancel of ctx, for the same map of ctx's (stopCtx). A
+	// closed client fails the requests at once, which ends it too.
+	qctx := newStopCtx(ctx)
+	defer qctx.stop()
+	ctx, cancel := context.Context(qctx), qctx.stop
 	run := &queueRun{cancel: cancel}
 	e.mu.Lock()
 	if e.closed {

@@ -220,12 +220,17 @@ func (l *limiter) do(c *call) error {
 	c.el = q.PushBack(c)
 	l.dispatch()
 	l.mu.Unlock()
-	gone, stopGone := doneOf(c.ctx)
+	gone, also, stopGone := doneOf(c.ctx)
+	ended := false
 	select {
 	case <-c.ready:
-		stopGone()
 	case <-gone:
-		stopGone()
+		ended = true
+	case <-also:
+		ended = true
+	}
+	stopGone()
+	if ended {
 		l.mu.Lock()
 		switch c.state {
 		case callQueued:
@@ -322,7 +327,11 @@ func requestCtx(ctx context.Context) (context.Context, func()) {
 	if !ok {
 		return ctx, func() {}
 	}
-	rctx, cancel := context.WithCancel(context.Background())
+	base := context.Background()
+	if s, ok := ctx.(*stopCtx); ok {
+		base = context.WithoutCancel(s.Context) // the caller's Values (its end comes through AfterFunc)
+	}
+	rctx, cancel := context.WithCancel(base)
 	stop := a.AfterFunc(cancel)
 	return rctx, func() {
 		stop()
@@ -336,13 +345,29 @@ func requestCtx(ctx context.Context) (context.Context, func()) {
 // the call removes again: the candidacy's Done channel, made at its
 // first call, would stay with the candidacy for its whole life, and in a
 // burst every candidacy's create waits here.
-func doneOf(ctx context.Context) (<-chan struct{}, func() bool) {
+//
+// Under a queue call's context (stopCtx) the channel is the wait's own,
+// closed by a hook of its stop, and also is the caller's context's Done:
+// the wait selects on both, so that it puts nothing in the map of
+// children of the caller's context, which every Campaign of a burst
+// shares. also is nil otherwise.
+func doneOf(ctx context.Context) (gone, also <-chan struct{}, stop func() bool) {
+	if s, ok := ctx.(*stopCtx); ok {
+		ch := make(chan struct{})
+		f := func() { close(ch) }
+		h, ok := s.addHook(f)
+		if !ok {
+			close(ch)
+			return ch, nil, noStop
+		}
+		return ch, s.Context.Done(), func() bool { return s.dropHook(h) }
+	}
 	a, ok := ctx.(afterFuncer)
 	if !ok {
-		return ctx.Done(), noStop
+		return ctx.Done(), nil, noStop
 	}
 	ch := make(chan struct{})
-	return ch, a.AfterFunc(func() { close(ch) })
+	return ch, nil, a.AfterFunc(func() { close(ch) })
 }
 
 // noStop is the stop of a wait with nothing to undo.
@@ -367,7 +392,7 @@ func (l *limiter) sendWrite(c *call) (kept bool, err error) {
 		defer close(done)
 		h, r, rerr = l.alone(ctx, c)
 	}()
-	gone, stopGone := doneOf(c.ctx)
+	gone, also, stopGone := doneOf(c.ctx)
 	select {
 	case <-done:
 		stopGone()
@@ -376,8 +401,9 @@ func (l *limiter) sendWrite(c *call) (kept bool, err error) {
 		c.header, c.resp, c.err = h, r, rerr
 		return false, rerr
 	case <-gone:
-		stopGone()
+	case <-also:
 	}
+	stopGone()
 	l.mu.Lock()
 	l.hold(c.group)
 	l.mu.Unlock()
