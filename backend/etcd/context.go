@@ -89,15 +89,22 @@ func (c *candidacy) addHook(f func()) (stop func() bool, ok bool) {
 // backing array keeps no func (and what it holds) alive; an empty list
 // lets its array go.
 func (c *candidacy) dropHook(h *func()) bool {
-	i := slices.Index(c.hooks, h)
+	var ok bool
+	c.hooks, ok = withoutHook(c.hooks, h)
+	return ok
+}
+
+// withoutHook returns hooks without h, and whether h was there.
+func withoutHook(hooks []*func(), h *func()) ([]*func(), bool) {
+	i := slices.Index(hooks, h)
 	if i < 0 {
-		return false
+		return hooks, false
 	}
-	c.hooks = slices.Delete(c.hooks, i, i+1)
-	if len(c.hooks) == 0 {
-		c.hooks = nil
+	hooks = slices.Delete(hooks, i, i+1)
+	if len(hooks) == 0 {
+		hooks = nil
 	}
-	return true
+	return hooks, true
 }
 
 // A stopCtx is the context of a queue call (Elector.queue): its caller's
@@ -206,15 +213,9 @@ func (s *stopCtx) addHook(f func()) (*func(), bool) {
 func (s *stopCtx) dropHook(h *func()) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	i := slices.Index(s.hooks, h)
-	if i < 0 {
-		return false
-	}
-	s.hooks = slices.Delete(s.hooks, i, i+1)
-	if len(s.hooks) == 0 {
-		s.hooks = nil
-	}
-	return true
+	var ok bool
+	s.hooks, ok = withoutHook(s.hooks, h)
+	return ok
 }
 
 // stop stops s: Err is context.Canceled from now on, Done is closed, and
