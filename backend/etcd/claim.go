@@ -200,6 +200,13 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 		f.watchRange(e.lay.queueIn(c.key), after(e.lay.request()), "", token+1)
 		c.watched.Store(f.w.created)
 	}
-	go e.renewLoop(c, lc)
+	// Without a before-renewal hook, the Term is renewed where its keys
+	// are guarded, on this goroutine (guard; then run's renewLoop, which
+	// withdraws c at the Term's end if the guard did not); with one,
+	// which may take its time, on a goroutine of its own.
+	f.renews = e.o.BeforeRenew == nil
+	if !f.renews {
+		go e.renewLoop(c, lc)
+	}
 	return term.Err() == nil
 }

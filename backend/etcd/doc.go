@@ -184,13 +184,14 @@
 // leader per shard renews one lease, about one request per third of a
 // lease window, instead of one per election. At each renewal tick the
 // Session sends one keepalive, and every Term on it without a
-// before-renewal hook counts from that one, however many there are. The
-// hook of an Elector that has one is called in its Elector's own
-// goroutine, and its Term counts from a keepalive sent after the hook
-// returned (the tick's, if not yet sent a few milliseconds on, or one
-// more); a slow hook delays only its own Term's renewal and a failing one
-// ends only its own Term. Every
-// Term's deadline counts from the Session's renewals. The trade-off: a
+// before-renewal hook counts from that one, however many there are, and
+// is renewed by the goroutine that guards its keys: a leader holds one
+// goroutine. The Term of an Elector with a hook is renewed by a second
+// goroutine, which waits for the hook, and counts from a keepalive sent
+// after the hook returned (the tick's, if not yet sent a few milliseconds
+// on, or one more); a slow hook delays only its own Term's renewal and a
+// failing one ends only its own Term. Every Term's deadline counts from
+// the Session's renewals. The trade-off: a
 // lost Session (its lease expired or revoked, the client refused) ends
 // every leadership on it at once, and its Electors can no longer campaign
 // (Campaign returns an error that is both ErrSessionLost and ErrClosed):

@@ -408,9 +408,9 @@ func (e *Elector) Campaign(ctx context.Context) (*election.Term, error) {
 	err = e.interrupted(ctx, c)
 	if err == nil || errors.Is(err, election.ErrResigned) {
 		// c stops (halts) when its Term ends by itself too, not only on
-		// Resign: renewLoop withdraws it (a Term that expired as it
-		// began, or soon after), a hand-over ends it. The Term's own
-		// cause says why, then (Resign's is ErrResigned).
+		// Resign: its guard or renewLoop withdraws it (a Term that
+		// expired as it began, or soon after), a hand-over ends it. The
+		// Term's own cause says why, then (Resign's is ErrResigned).
 		e.mu.Lock()
 		lc := c.lc
 		e.mu.Unlock()

@@ -1,6 +1,7 @@
 package etcd
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"time"
@@ -14,8 +15,10 @@ import (
 )
 
 // This file holds what a candidacy does while it leads: its goroutine
-// guards its keys through its watch (guard, rewatch), and renewLoop
-// renews its Term, counting a renewal only while that watch is live (the
+// guards its keys through its watch (guard, rewatch) and, for an Elector
+// without a before-renewal hook, renews its Term at its session's ticks
+// as well (renewLoop, for one with a hook, does so on a goroutine of its
+// own), counting a renewal only while that watch is live (the
 // fail-closed rule, wait.go).
 
 // errUnwatched makes a renewal not count: the candidacy's watch did not
@@ -23,12 +26,16 @@ import (
 var errUnwatched = errors.New("etcd election: the candidate's keys were not watched throughout the renewal; it does not extend the term")
 
 // guard follows the watch while c leads: a change of its keys by anyone
-// else ends the candidacy.
+// else ends the candidacy. Without a before-renewal hook it renews c's
+// Term too: at each of the session's ticks it takes the tick's renewal
+// (of the session's lease, shared with the other leaders of the tick),
+// and once the renewal's reply has come and the watch's responses that
+// came before it are taken, it counts it (counted), so a leader costs
+// one goroutine, not two. When the Term ends, the guard withdraws c.
 func (f *follower) guard(token int64) {
 	e, c := f.e, f.c
-	e.mu.Lock()
-	t := c.lc.Term()
-	e.mu.Unlock()
+	lc := c.lc // set by elect, on this goroutine
+	t := lc.Term()
 	seen := token
 	p := newPreemption(e, c)
 	defer p.stop()
@@ -36,13 +43,83 @@ func (f *follower) guard(token int64) {
 	// taken from (its creation, a change of c's keys) while it is out.
 	var rd *succRead
 	var succRetry <-chan time.Time
+	// The tick the guard waits for (tk.ch, tickC) and then the reply of
+	// its renewal (tk.r.done, replyC): one of them at a time, the ticks
+	// one after the other, none skipped (see renewLoop); watched, the
+	// watch's state when the tick was taken.
+	var tk *sessionTick
+	var tickC, replyC <-chan struct{}
+	var watched bool
+	if f.renews {
+		tk = c.s.ticks()
+		tickC = tk.ch
+	}
+	// takeWatch follows the responses the watch has for the guard: it
+	// reports whether the candidacy ended (ousted, handed over).
+	takeWatch := func() bool {
+		resps, werr := f.w.mw.take()
+		for _, wr := range resps {
+			if wr.Created {
+				f.w.created = true
+				c.watched.Store(true)
+				f.retried()
+			}
+			for _, pev := range wr.Events {
+				ev := (*clientv3.Event)(pev)
+				if ev.Kv.ModRevision <= seen {
+					continue
+				}
+				var err error
+				switch key := string(ev.Kv.Key); {
+				case key == c.key:
+					err = e.ownEvent(c, ev)
+				case e.lay.isLeaderKey(key, c.seq, c.key):
+					err = e.leaderEvent(c, token, ev)
+				case key == e.lay.request():
+					if f.request(ev, token) {
+						return true // handed over
+					}
+				default:
+					switch k := string(ev.Kv.Key); {
+					case strings.HasPrefix(k, e.lay.leader()):
+						e.noteNext(c, ev)
+					case strings.HasPrefix(k, e.lay.queue()) && k < c.key:
+						switch {
+						case rd != nil:
+							rd.note(ev) // applied after its view
+						case ev.Kv.ModRevision > f.succRev && e.noteSucc(c, ev):
+							f.needSucc = true
+						}
+					default:
+						p.event(ev)
+					}
+				}
+				if err != nil {
+					e.oust(c, err)
+					return true
+				}
+			}
+		}
+		if werr != nil {
+			c.watched.Store(false)
+			f.closeWatch()
+			if c.ctx().Err() == nil {
+				e.retryLog(c, "watching the leader key", werr)
+			}
+			// Until the Term's end, which the guard acts on.
+			if e.pause(t.Context(), c, f.nextRetry()) != nil {
+				return true
+			}
+		}
+		return false
+	}
 	// A Term that ended leaves nothing to guard: its candidacy is being
-	// withdrawn (renewLoop) or released (Resign, which halts it once
-	// the release is answered). Its own release's events are not a
-	// change by another client.
+	// withdrawn (at the Term's end, below, or by renewLoop) or released
+	// (Resign, which halts it once the release is answered). Its own
+	// release's events are not a change by another client.
 	for c.ctx().Err() == nil && t.Err() == nil {
 		if f.w == nil {
-			rev, ok := f.rewatch(token, p)
+			rev, ok := f.rewatch(t.Context(), token, p)
 			if !ok {
 				return
 			}
@@ -56,20 +133,44 @@ func (f *follower) guard(token int64) {
 		if rd != nil {
 			rdDone = rd.done
 		}
-		// The Term's end, whose channel renewLoop waits on as well, not
-		// the candidacy's own: a Done channel of the candidacy's would be
-		// one more for every leader of a sharded service. A leading
-		// candidacy halts after its Term ends, never before (end, lose;
-		// renewLoop withdraws it), and the guard returns at the halt:
-		// Resign ends the Term before its release is sent and halts the
-		// candidacy once the release is answered, and the guard, woken
-		// meanwhile, would otherwise run (and close its watch, on the
-		// release's connection) beside the release. After the Term's
-		// end the guard acts on nothing.
+		// The Term's end, not the candidacy's own: a Done channel of the
+		// candidacy's would be one more for every leader of a sharded
+		// service. A leading candidacy halts after its Term ends, never
+		// before (end, lose; withdraw), and the guard returns at the
+		// halt: Resign ends the Term before its release is sent and
+		// halts the candidacy once the release is answered, and the
+		// guard, woken meanwhile, would otherwise run (and close its
+		// watch, on the release's connection) beside the release. After
+		// the Term's end the guard acts on nothing.
 		select {
 		case <-t.Done():
+			// A Term that ended by itself (its deadline, a hook's
+			// error) withdraws c, its keys going at once; after
+			// Resign, a hand-over or a loss, withdraw does nothing.
+			e.withdraw(c, t.Err(), false)
 			<-c.ctx().Done()
 			return
+		case <-tickC:
+			// The tick's renewal renews this Term, sent or not yet
+			// (renewLoop): the watch must be live now and at its
+			// reply.
+			tickC, replyC, watched = nil, tk.r.done, c.watched.Load()
+		case <-replyC:
+			if t.Err() != nil {
+				continue
+			}
+			// The watch's responses that came before the reply go
+			// first: a break among them, or a change of c's keys,
+			// is seen before the renewal counts.
+			if f.w != nil && takeWatch() {
+				return
+			}
+			if t.Err() != nil {
+				continue
+			}
+			counted(lc, c, watched, tk.r.sent, tk.r.replied, tk.r.err)
+			tk = tk.next
+			tickC, replyC = tk.ch, nil
 		case <-rdDone:
 			if f.endSuccRead(rd) {
 				succRetry = time.After(f.nextRetry())
@@ -88,75 +189,37 @@ func (f *follower) guard(token int64) {
 			if t.Err() != nil {
 				return
 			}
-			resps, werr := f.w.mw.take()
-			for _, wr := range resps {
-				if wr.Created {
-					f.w.created = true
-					c.watched.Store(true)
-					f.retried()
-				}
-				for _, pev := range wr.Events {
-					ev := (*clientv3.Event)(pev)
-					if ev.Kv.ModRevision <= seen {
-						continue
-					}
-					var err error
-					switch key := string(ev.Kv.Key); {
-					case key == c.key:
-						err = e.ownEvent(c, ev)
-					case e.lay.isLeaderKey(key, c.seq, c.key):
-						err = e.leaderEvent(c, token, ev)
-					case key == e.lay.request():
-						if f.request(ev, token) {
-							return // handed over
-						}
-					default:
-						switch k := string(ev.Kv.Key); {
-						case strings.HasPrefix(k, e.lay.leader()):
-							e.noteNext(c, ev)
-						case strings.HasPrefix(k, e.lay.queue()) && k < c.key:
-							switch {
-							case rd != nil:
-								rd.note(ev) // applied after its view
-							case ev.Kv.ModRevision > f.succRev && e.noteSucc(c, ev):
-								f.needSucc = true
-							}
-						default:
-							p.event(ev)
-						}
-					}
-					if err != nil {
-						e.oust(c, err)
-						return
-					}
-				}
-			}
-			if werr != nil {
-				c.watched.Store(false)
-				f.closeWatch()
-				if c.ctx().Err() == nil {
-					e.retryLog(c, "watching the leader key", werr)
-				}
-				if e.pause(c.ctx(), c, f.nextRetry()) != nil {
-					return
-				}
+			if takeWatch() {
+				return
 			}
 		}
 	}
 }
 
+// counted records a renewal of the session's lease, sent at sent and
+// answered (or failed) at replied with err, in c's Term (lc): it counts
+// only if c's watch was live when the leader took it (watched) and is
+// still (c.watched).
+func counted(lc *backend.LeaseClock, c *candidacy, watched bool, sent, replied time.Time, err error) {
+	if err == nil && !(watched && c.watched.Load()) {
+		err = errUnwatched // the lease lives, but a change of the keys might have gone unseen
+	}
+	lc.RenewedAt(sent, replied, err)
+}
+
 // rewatch opens the watch again at the current revision and then reads
 // and checks c's keys under it: every change after that read reaches the
 // watch, and a change before it fails the check. It returns the read's
-// revision, or false if the candidacy ended.
-func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
+// revision, or false if the candidacy ended. It gives up when ctx (the
+// Term's) ends: the guard withdraws the candidacy then.
+func (f *follower) rewatch(ctx context.Context, token int64, p *preemption) (int64, bool) {
 	e, c := f.e, f.c
-	for c.ctx().Err() == nil {
+	for ctx.Err() == nil {
 		f.closeWatch()
 		start, end := e.lay.queueIn(c.key), after(e.lay.request())
 		f.w = &rangeWatch{start: start, end: end, mw: muxOf(e.cli).watch(start, end, 0)}
-		if err := f.awaitCreated(); err != nil {
-			if f.failed("watching the leader key", err) {
+		if err := f.awaitCreated(ctx); err != nil {
+			if f.failedIn(ctx, "watching the leader key", err) {
 				return 0, false
 			}
 			continue
@@ -168,9 +231,9 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 			// keys of c's (handOverOps).
 			ops = append(ops, opGet(e.lay.priorityEnd(c.key), withRange(e.lay.queueEnd())))
 		}
-		resp, err := e.commit(c.ctx(), true, newTxn().Then(ops...))
+		resp, err := e.commit(ctx, true, newTxn().Then(ops...))
 		if err != nil {
-			if f.failed("checking the leader key", err) {
+			if f.failedIn(ctx, "checking the leader key", err) {
 				return 0, false
 			}
 			continue
@@ -202,14 +265,14 @@ func (f *follower) rewatch(token int64, p *preemption) (int64, bool) {
 }
 
 // awaitCreated waits until etcd confirms the creation of f's watch, and
-// returns why not if it broke first or the candidacy ended. Events that
-// come with or after the confirmation stay for the next take.
-func (f *follower) awaitCreated() error {
+// returns why not if it broke first or ctx ended. Events that come with or
+// after the confirmation stay for the next take.
+func (f *follower) awaitCreated(ctx context.Context) error {
 	mw := f.w.mw
 	for {
 		select {
-		case <-f.c.ctx().Done():
-			return f.c.ctx().Err()
+		case <-ctx.Done():
+			return ctx.Err()
 		case <-mw.readyC():
 		}
 		mw.mu.Lock()
@@ -290,11 +353,7 @@ func (e *Elector) renewLoop(c *candidacy, lc *backend.LeaseClock) {
 			if t.Err() != nil {
 				break
 			}
-			counted := err
-			if err == nil && !(watched && c.watched.Load()) {
-				counted = errUnwatched // the lease lives, but a change of the keys might have gone unseen
-			}
-			lc.RenewedAt(sent, replied, counted)
+			counted(lc, c, watched, sent, replied, err)
 			if err == nil || c.s.Err() != nil {
 				if b != nil {
 					b.Reset()

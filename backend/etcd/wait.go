@@ -47,10 +47,10 @@ import (
 // key until its leadership ends. Fail-closed rule: a renewal extends the
 // Term only if that watch was live both when the leader took the renewal
 // (sent then, or its session's tick's, sent at or after the tick and
-// perhaps answered already) and once its reply had come (renewLoop); when
-// it breaks, it is opened again at the current revision and the keys are
-// read and checked under it before it counts again (so a watch live again
-// by then covers the keys since they were made).
+// perhaps answered already) and once its reply had come (guard,
+// renewLoop); when it breaks, it is opened again at the current revision
+// and the keys are read and checked under it before it counts again (so a
+// watch live again by then covers the keys since they were made).
 
 // oldLayoutPoll is how often a candidate that would lead looks again while
 // a key of the previous layout (a leased key named the prefix plus 16 hex
@@ -166,6 +166,9 @@ type follower struct {
 	// headed: the token waitTurn returns came with c heading the queue
 	// (candidacy.headed).
 	headed bool
+	// renews: c leads with a Term that this goroutine renews (elect):
+	// its Elector has no before-renewal hook.
+	renews bool
 }
 
 // followerRare is what a follower needs only once something goes wrong.
@@ -233,6 +236,14 @@ func (f *follower) run(v *view, token int64, sent time.Time) {
 			f.guard(token)
 		}
 		f.confirm = false
+	}
+	// Nothing guards c's keys any more, so no renewal counts from now
+	// on (the guard returns with c's Term ended, or being ended by a
+	// hand-over or a loss).
+	f.c.watched.Store(false)
+	if f.renews {
+		// renewLoop withdraws c once its Term has ended.
+		f.e.renewLoop(f.c, f.c.lc)
 	}
 	f.exit()
 }
@@ -727,8 +738,14 @@ func (f *follower) deleteUnleased(key string, kv *mvccpb.KeyValue, what string) 
 // failed handles a failed request of the candidacy: a lost session or a
 // final error ends it (true); anything else is logged and waited out.
 func (f *follower) failed(what string, err error) bool {
+	return f.failedIn(f.c.ctx(), what, err)
+}
+
+// failedIn is failed, with the pause before a retry ended by ctx: a
+// leader's guard retries until its Term ends (rewatch).
+func (f *follower) failedIn(ctx context.Context, what string, err error) bool {
 	e, c := f.e, f.c
-	if c.ctx().Err() != nil {
+	if ctx.Err() != nil {
 		return true
 	}
 	if errors.Is(err, election.ErrSessionLost) {
@@ -751,7 +768,7 @@ func (f *follower) failed(what string, err error) bool {
 		return true
 	}
 	e.retryLog(c, what, err)
-	return e.pause(c.ctx(), c, f.nextRetry()) != nil
+	return e.pause(ctx, c, f.nextRetry()) != nil
 }
 
 func (f *follower) warn(kv *mvccpb.KeyValue, msg string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -443,5 +444,122 @@ func TestRefusedRenewalNamesTheElection(t *testing.T) {
 	r := await(t, rb)
 	if r.t != nil || !errors.Is(r.err, rpctypes.ErrPermissionDenied) || !strings.Contains(r.err.Error(), "/refused") {
 		t.Errorf("b's Campaign = %v, %v; want permission denied naming the election", r.t, r.err)
+	}
+}
+
+// cutWatch cuts a client's watch streams when told: the streams open end,
+// and those opened after never receive (not even the confirmation of a
+// watch's creation), while the client's other requests, its lease's
+// renewals among them, go through.
+type cutWatch struct {
+	mu      sync.Mutex
+	cut     bool
+	cancels []context.CancelFunc // the streams opened before the cut
+}
+
+func (w *cutWatch) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if method != methodWatch {
+		return streamer(ctx, desc, cc, method, opts...)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.cut {
+		return &muteStream{ClientStream: cs, done: ctx.Done(), cancel: cancel}, nil
+	}
+	w.cancels = append(w.cancels, cancel)
+	return cs, nil
+}
+
+// now cuts the watch streams.
+func (w *cutWatch) now() {
+	w.mu.Lock()
+	w.cut = true
+	cancels := w.cancels
+	w.cancels = nil
+	w.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+}
+
+// muteStream receives nothing until it ends.
+type muteStream struct {
+	grpc.ClientStream
+	done   <-chan struct{}
+	cancel context.CancelFunc
+}
+
+func (m *muteStream) RecvMsg(any) error {
+	<-m.done
+	m.cancel()
+	return context.Canceled
+}
+
+// A leader whose watch breaks and cannot be opened again (the create of a
+// watch is never confirmed) while its lease is renewed steps down when its
+// Term runs out: renewals do not count unwatched, and at the Term's end
+// its keys go at once, though its lease lives on, so the next candidate
+// leads. The guard that renews the Term must not wait for the watch past
+// the Term's end.
+func TestUnwatchedLeaderStepsDownAtItsTermEnd(t *testing.T) {
+	eps := startEtcd(t)
+	ctx := ctxT(t)
+	cut := &cutWatch{}
+	counted := make(chan struct{}, 1)
+	a := newElector(t, dialClient(t, eps, grpc.WithChainStreamInterceptor(cut.stream)), "/cutwatch", "a",
+		election.WithAfterRenew(func(r election.Renewal) {
+			if r.Err == nil {
+				select {
+				case counted <- struct{}{}:
+				default:
+				}
+			}
+		}))
+	b := newElector(t, newClient(t, eps), "/cutwatch", "b")
+	term, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-counted: // a renewal counted: the watch is live
+	case <-term.Done():
+		t.Fatalf("the Term ended before a renewal counted: %v", term.Err())
+	case <-ctx.Done():
+		t.Fatal("no renewal counted")
+	}
+	type led struct {
+		err     error
+		aBefore error // a's Term as b's Campaign returned
+	}
+	won := make(chan led, 1)
+	go func() {
+		_, err := b.Campaign(ctx)
+		won <- led{err: err, aBefore: term.Err()}
+	}()
+	cut.now()
+	select {
+	case <-term.Done():
+	case <-ctx.Done():
+		t.Fatal("the Term outlived its watch")
+	}
+	if !errors.Is(term.Err(), election.ErrLeaseExpired) {
+		t.Errorf("the Term ended with %v; want ErrLeaseExpired", term.Err())
+	}
+	select {
+	case r := <-won:
+		if r.err != nil {
+			t.Fatalf("b's Campaign = %v", r.err)
+		}
+		if r.aBefore == nil {
+			t.Error("b led while a's Term was valid")
+		}
+	case <-ctx.Done():
+		t.Fatal("b did not lead: a's keys stayed after its Term ended")
 	}
 }

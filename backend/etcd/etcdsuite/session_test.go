@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -261,5 +262,36 @@ func TestOneRenewalPerTick(t *testing.T) {
 		if term.Err() != nil {
 			t.Fatalf("Term %d ended: %v", i, term.Err())
 		}
+	}
+}
+
+// A leader on a Session holds one goroutine, which guards its keys and
+// renews its Term (an Elector without a before-renewal hook): a service
+// with a leader per shard holds one per shard, not two.
+func TestOneGoroutinePerLeader(t *testing.T) {
+	const n = 200
+	eps := startEtcd(t)
+	s := newSession(t, newClient(t, eps))
+	ctx := ctxT(t)
+	// The client's watch stream and the session's ticks run already.
+	if _, err := onSession(t, s, "/goroutines/0", "c").Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g0 := runtime.NumGoroutine()
+	for i := range n {
+		if _, err := onSession(t, s, fmt.Sprintf("/goroutines/%d", i+1), "c").Campaign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A renewal or a release in flight holds one for a while.
+	for {
+		g := runtime.NumGoroutine() - g0
+		if g <= n+n/10 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d goroutines more for %d leaders; want about one each", g, n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
