@@ -189,6 +189,13 @@ func (f *follower) elect(token int64, sent time.Time) bool {
 	c.lc = lc
 	e.terms.Add(lc)
 	e.saw(leader.Token)
+	if f.needSucc {
+		// The read of c's successor (succ.go) begins before Campaign
+		// returns, so that a Resign made at once finds it out, waits
+		// for it (awaitSucc) and hands over; the guard takes it on.
+		f.needSucc = false
+		f.startSuccRead()
+	}
 	c.settle()
 	e.wg.Add(1)
 	e.mu.Unlock()

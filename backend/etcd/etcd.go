@@ -1186,6 +1186,7 @@ func (e *Elector) Resign(ctx context.Context) error {
 	if err := skeleton.CheckContext(ctx); err != nil {
 		return err
 	}
+	e.awaitSucc(ctx) // a leader that reads its successor still hands over to it
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()

@@ -41,7 +41,11 @@ func (f *follower) guard(token int64) {
 	defer p.stop()
 	// The read of c's successor runs beside the watch: the watch is
 	// taken from (its creation, a change of c's keys) while it is out.
+	// The first began with the Term (elect).
 	var rd *succRead
+	if v, ok := succReadsOut.Load(c); ok {
+		rd = v.(*succRead)
+	}
 	var succRetry <-chan time.Time
 	// The tick the guard waits for (tk.ch, tickC) and then the reply of
 	// its renewal (tk.r.done, replyC): one of them at a time, the ticks

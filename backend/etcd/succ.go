@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/bits"
+	"sync"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -30,8 +32,10 @@ import (
 // the successor's queue key, short of the mark, sees nothing: it sleeps
 // on, and is the next one's successor in turn. One candidate is woken
 // per handover (P9), and the new leader
-// makes one read after its Campaign returned: its own successor (and,
-// unless it saw its key come, a check of it: checkHandover).
+// makes one read, begun as its Campaign returns: its own successor (and,
+// unless it saw its key come, a check of it: checkHandover). A Resign
+// while that read is out waits for it (awaitSucc) and hands over to the
+// successor it finds.
 // A release that cannot hand over (no successor known, a newcomer queued
 // between, one queued above the leader, a reservation of an earlier
 // version, a pending hand-over) deletes the leader's keys alone, and the
@@ -250,6 +254,14 @@ type succRead struct {
 // is out.
 const maxSuccEvents = 64
 
+// succReadsOut holds the reads of a successor that are out, by candidacy,
+// from startSuccRead until the guard has applied or dropped them: a
+// Resign that comes while its leader's is out waits for it (awaitSucc).
+// A map beside the candidacies rather than a field of each: a read is out
+// for a round trip after a Term begins, and a process may hold thousands
+// of leaders.
+var succReadsOut sync.Map // *candidacy → *succRead
+
 // startSuccRead starts a read of c's successor in a goroutine of its own,
 // counted in e.wg (f's goroutine counts there already). The read is not
 // canceled when c ends (a Resign just after the Term began): a request
@@ -259,6 +271,7 @@ const maxSuccEvents = 64
 func (f *follower) startSuccRead() *succRead {
 	e, c := f.e, f.c
 	rd := &succRead{done: make(chan struct{})}
+	succReadsOut.Store(c, rd)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
@@ -287,6 +300,7 @@ func (rd *succRead) note(ev *clientv3.Event) {
 // compares fail), and the head of the queue claims, as after a crash.
 func (f *follower) endSuccRead(rd *succRead) (retry bool) {
 	e, c := f.e, f.c
+	succReadsOut.Delete(c)
 	if rd.err != nil {
 		if c.ctx().Err() != nil {
 			return false
@@ -307,4 +321,44 @@ func (f *follower) endSuccRead(rd *succRead) (retry bool) {
 		f.needSucc = true
 	}
 	return false
+}
+
+// awaitSucc waits, for at most releaseWait or until ctx ends, for the read
+// of the successor of e's leader if it is still out (a Resign just after
+// the Term began, which the read began before), and keeps the successor
+// it found if the leader knows none, so that the release hands over to it.
+// Without one, the release deletes the leader's keys alone and the head of
+// the queue claims: a round trip more. The successor as read may be stale
+// by the release (events the guard has not applied yet): the hand-over's
+// Compares refuse it then (handOverOps), and the keys go alone.
+func (e *Elector) awaitSucc(ctx context.Context) {
+	e.mu.Lock()
+	c := e.cand
+	known := c == nil || c.lc == nil || c.succ != nil
+	e.mu.Unlock()
+	if known {
+		return
+	}
+	v, ok := succReadsOut.Load(c)
+	if !ok {
+		return
+	}
+	rd := v.(*succRead)
+	t := time.NewTimer(releaseWait)
+	defer t.Stop()
+	select {
+	case <-rd.done:
+	case <-t.C:
+		return
+	case <-ctx.Done():
+		return
+	}
+	if rd.err != nil {
+		return
+	}
+	e.mu.Lock()
+	if c.succ == nil {
+		c.succ = rd.sv.succ
+	}
+	e.mu.Unlock()
 }

@@ -239,8 +239,10 @@ func (f *follower) run(v *view, token int64, sent time.Time) {
 	}
 	// Nothing guards c's keys any more, so no renewal counts from now
 	// on (the guard returns with c's Term ended, or being ended by a
-	// hand-over or a loss).
+	// hand-over or a loss), and a read of its successor still out is
+	// of no use.
 	f.c.watched.Store(false)
+	succReadsOut.Delete(f.c)
 	if f.renews {
 		// renewLoop withdraws c once its Term has ended.
 		f.e.renewLoop(f.c, f.c.lc)

@@ -1007,6 +1007,78 @@ func TestHandoverSuccessorSendsNothing(t *testing.T) {
 	}
 }
 
+// A leader that resigns as soon as its Campaign returns, its read of its
+// successor still out, hands over all the same: Resign waits for that
+// read, and the successor leads on the release's event with no request
+// but the check of the key handed to it. Releasing the leader's keys
+// alone, it would have the successor claim.
+func TestResignAtOnceHandsOver(t *testing.T) {
+	eps := startEtcd(t)
+	ctx := ctxT(t)
+	admin := newClient(t, eps)
+	const name = "/atonce"
+	h := &heldSuccReads{held: make(chan struct{}), release: make(chan struct{})}
+	a := newElector(t, newClient(t, eps), name, "a", election.WithTTL(10*time.Second))
+	b := newElector(t, dialClient(t, eps, grpc.WithChainUnaryInterceptor(h.unary)), name, "b", election.WithTTL(10*time.Second))
+	cc := new(requestCount)
+	c := newElector(t, dialClient(t, eps, grpc.WithChainUnaryInterceptor(cc.unary)), name, "c", election.WithTTL(10*time.Second))
+	ta, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb := campaignAsync(ctx, b)
+	q := waitQueue(t, admin, name, 2)
+	rc := campaignAsync(ctx, c)
+	var ckey string
+	for _, k := range waitQueue(t, admin, name, 3) {
+		if !slices.Contains(q, k) {
+			ckey = k
+		}
+	}
+	settle(t, []*etcd.Elector{c})
+	awaitNextNoted(t, a)
+	if err := a.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.t.Token() <= ta.Token() {
+		t.Fatalf("token %d after %d", r.t.Token(), ta.Token())
+	}
+	select {
+	case <-h.held: // b's read of its successor is out
+	case <-ctx.Done():
+		t.Fatal("b never read its successor")
+	}
+	before, kinds := cc.plain.Load(), cc.kindCounts()
+	resigned := make(chan error, 1)
+	go func() { resigned <- b.Resign(ctx) }()
+	close(h.release)
+	if err := <-resigned; err != nil {
+		t.Fatal(err)
+	}
+	r = await(t, rc)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	// A hand-over put c's mark (beside its queue key); a claim would not.
+	mark, err := admin.Get(ctx, ckey+"/h", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mark.Count != 1 {
+		t.Errorf("c leads without a hand-over's mark (it claimed); c sent %v", cc.kindsSince(kinds))
+	}
+	// c, behind b, did not see b's leadership key go and its own come
+	// (its watch ends at b's queue key): it checks the key handed to it
+	// (checkHandover), one read.
+	if got := cc.plain.Load() - before; got > 1 {
+		t.Errorf("c sent %d requests between b's Resign and its Campaign's return, want at most 1 (the check of a hand-over): %v", got, cc.kindsSince(kinds))
+	}
+}
+
 // rangeCompares returns the range Compares of t and of the transactions
 // nested in it.
 func rangeCompares(t *pb.TxnRequest) []*pb.Compare {
