@@ -1007,6 +1007,25 @@ func TestHandoverSuccessorSendsNothing(t *testing.T) {
 	}
 }
 
+// handOver resigns leader from its Term ta once it knows its successor,
+// and returns the successor's Campaign (rb), which must lead with a
+// higher token.
+func handOver(t *testing.T, ctx context.Context, leader *etcd.Elector, ta *election.Term, rb <-chan result) result {
+	t.Helper()
+	awaitNextNoted(t, leader)
+	if err := leader.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, rb)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.t.Token() <= ta.Token() {
+		t.Fatalf("token %d after %d", r.t.Token(), ta.Token())
+	}
+	return r
+}
+
 // A leader that resigns as soon as its Campaign returns, its read of its
 // successor still out, hands over all the same: Resign waits for that
 // read, and the successor leads on the release's event with no request
@@ -1036,17 +1055,7 @@ func TestResignAtOnceHandsOver(t *testing.T) {
 		}
 	}
 	settle(t, []*etcd.Elector{c})
-	awaitNextNoted(t, a)
-	if err := a.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := await(t, rb)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if r.t.Token() <= ta.Token() {
-		t.Fatalf("token %d after %d", r.t.Token(), ta.Token())
-	}
+	handOver(t, ctx, a, ta, rb)
 	select {
 	case <-h.held: // b's read of its successor is out
 	case <-ctx.Done():
@@ -1059,8 +1068,7 @@ func TestResignAtOnceHandsOver(t *testing.T) {
 	if err := <-resigned; err != nil {
 		t.Fatal(err)
 	}
-	r = await(t, rc)
-	if r.err != nil {
+	if r := await(t, rc); r.err != nil {
 		t.Fatal(r.err)
 	}
 	// A hand-over put c's mark (beside its queue key); a claim would not.

@@ -312,17 +312,7 @@ func TestGuardWhileReadingSuccessor(t *testing.T) {
 	}
 	rb := campaignAsync(ctx, b)
 	waitQueue(t, admin, name, 2)
-	awaitNextNoted(t, a)
-	if err := a.Resign(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := await(t, rb)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if r.t.Token() <= ta.Token() {
-		t.Fatalf("token %d after %d", r.t.Token(), ta.Token())
-	}
+	r := handOver(t, ctx, a, ta, rb)
 	select {
 	case <-h.held:
 	case <-time.After(patience):
