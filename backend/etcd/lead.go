@@ -32,7 +32,11 @@ var errUnwatched = errors.New("etcd election: the candidate's keys were not watc
 // and once the renewal's reply has come and the watch's responses that
 // came before it are taken, it counts it (counted), so a leader costs
 // one goroutine, not two. When the Term ends, the guard withdraws c.
-func (f *follower) guard(token int64) {
+// A renewal's reply that comes while the guard waits on a request of its
+// own (a transfer request's read of its target, its answer: a round trip
+// each) is counted once that is done: a store that takes the rest of a
+// lease window to answer it ends the Term, which fails closed.
+func (f *follower) guard(token int64, tk *sessionTick) {
 	e, c := f.e, f.c
 	lc := c.lc // set by elect, on this goroutine
 	t := lc.Term()
@@ -47,16 +51,23 @@ func (f *follower) guard(token int64) {
 		rd = v.(*succRead)
 	}
 	var succRetry <-chan time.Time
-	// The tick the guard waits for (tk.ch, tickC) and then the reply of
-	// its renewal (tk.r.done, replyC): one of them at a time, the ticks
-	// one after the other, none skipped (see renewLoop); watched, the
-	// watch's state when the tick was taken.
-	var tk *sessionTick
+	// With tk, the guard renews the Term: the tick it waits for (tk.ch,
+	// tickC) and then the reply of its renewal (tk.r.done, replyC), one
+	// of them at a time, the ticks one after the other, none skipped
+	// (see renewLoop); watched, the watch's state when the tick was
+	// taken.
 	var tickC, replyC <-chan struct{}
 	var watched bool
-	if f.renews {
-		tk = c.s.ticks()
+	if tk != nil {
 		tickC = tk.ch
+	}
+	// ended withdraws c once its Term has ended by itself (its deadline,
+	// a hook's error), its keys going at once (after Resign, a hand-over
+	// or a loss, withdraw does nothing), and returns once c has halted:
+	// see below.
+	ended := func() {
+		e.withdraw(c, t.Err(), false)
+		<-c.ctx().Done()
 	}
 	// takeWatch follows the responses the watch has for the guard: it
 	// reports whether the candidacy ended (ousted, handed over).
@@ -148,20 +159,25 @@ func (f *follower) guard(token int64) {
 		// the Term's end the guard acts on nothing.
 		select {
 		case <-t.Done():
-			// A Term that ended by itself (its deadline, a hook's
-			// error) withdraws c, its keys going at once; after
-			// Resign, a hand-over or a loss, withdraw does nothing.
-			e.withdraw(c, t.Err(), false)
-			<-c.ctx().Done()
+			ended()
 			return
 		case <-tickC:
 			// The tick's renewal renews this Term, sent or not yet
 			// (renewLoop): the watch must be live now and at its
-			// reply.
+			// reply. Now is after the responses the watch has had
+			// (its creation's confirmation, a break).
+			if f.w != nil && takeWatch() {
+				return
+			}
+			if t.Err() != nil {
+				ended()
+				return
+			}
 			tickC, replyC, watched = nil, tk.r.done, c.watched.Load()
 		case <-replyC:
 			if t.Err() != nil {
-				continue
+				ended()
+				return
 			}
 			// The watch's responses that came before the reply go
 			// first: a break among them, or a change of c's keys,
@@ -170,7 +186,8 @@ func (f *follower) guard(token int64) {
 				return
 			}
 			if t.Err() != nil {
-				continue
+				ended()
+				return
 			}
 			counted(lc, c, watched, tk.r.sent, tk.r.replied, tk.r.err)
 			tk = tk.next
@@ -184,6 +201,7 @@ func (f *follower) guard(token int64) {
 			succRetry, f.needSucc = nil, true
 		case <-p.fire():
 			if t.Err() != nil {
+				ended()
 				return
 			}
 			if p.preempt(token) {
@@ -191,6 +209,7 @@ func (f *follower) guard(token int64) {
 			}
 		case <-f.w.mw.readyC():
 			if t.Err() != nil {
+				ended()
 				return
 			}
 			if takeWatch() {

@@ -300,16 +300,20 @@ func (rd *succRead) note(ev *clientv3.Event) {
 // compares fail), and the head of the queue claims, as after a crash.
 func (f *follower) endSuccRead(rd *succRead) (retry bool) {
 	e, c := f.e, f.c
-	succReadsOut.Delete(c)
 	if rd.err != nil {
+		succReadsOut.Delete(c)
 		if c.ctx().Err() != nil {
 			return false
 		}
 		e.retryLog(c, "reading the candidate next in line", rd.err)
 		return true
 	}
+	// Under e.mu, with the read's entry dropped in the same hold: a
+	// Resign's awaitSucc keeps the read's successor only while the
+	// entry is there, never over what the guard has applied since.
 	e.mu.Lock()
 	c.succ = rd.sv.succ
+	succReadsOut.Delete(c)
 	e.mu.Unlock()
 	f.succRev = rd.sv.rev
 	for _, ev := range rd.evs {
@@ -357,8 +361,8 @@ func (e *Elector) awaitSucc(ctx context.Context) {
 		return
 	}
 	e.mu.Lock()
-	if c.succ == nil {
-		c.succ = rd.sv.succ
+	if v, ok := succReadsOut.Load(c); ok && v == rd {
+		c.succ = rd.sv.succ // the guard applies it, and the events since, after
 	}
 	e.mu.Unlock()
 }

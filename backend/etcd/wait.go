@@ -232,8 +232,14 @@ func (f *follower) run(v *view, token int64, sent time.Time) {
 		}
 	}
 	if f.elect(token, sent) {
+		// The guard renews from the tick after the Term began: a check
+		// of a hand-over (one read) may come first.
+		var tk *sessionTick
+		if f.renews {
+			tk = f.c.s.ticks()
+		}
 		if !f.confirm || f.checkHandover(token) {
-			f.guard(token)
+			f.guard(token, tk)
 		}
 		f.confirm = false
 	}

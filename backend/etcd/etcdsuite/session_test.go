@@ -221,14 +221,19 @@ func TestOneRenewalPerTick(t *testing.T) {
 	eps := startEtcd(t)
 	var keepalives atomic.Int64 // the renewals the client sends
 	cli := dialClient(t, eps, grpc.WithChainStreamInterceptor(sendsOn(methodKeepAlive, &keepalives)))
-	ttl := 2 * time.Second
+	// A lease window that outlasts a loaded machine's stalls: with
+	// thousands of leaders in a process under -race beside the other
+	// suites, a 2 s TTL saw Terms expire, both before and after the
+	// leaders' guards took their renewals over.
+	ttl := 6 * time.Second
 	s := newSession(t, cli, election.WithTTL(ttl))
 	o, err := election.NewOptions(election.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
 	interval := o.Window() / 3
-	ctx := ctxT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*patience)
+	defer cancel()
 	var wg sync.WaitGroup
 	terms := make([]*election.Term, n)
 	errs := make([]error, n)
@@ -245,12 +250,12 @@ func TestOneRenewalPerTick(t *testing.T) {
 	// Over a few ticks: at most one renewal per tick, and one for a tick
 	// that falls at either end of the window.
 	before, began := keepalives.Load(), time.Now()
-	for keepalives.Load() < before+6 {
+	for keepalives.Load() < before+4 {
 		if s.Err() != nil {
 			t.Fatalf("the session ended: %v", s.Err())
 		}
-		if time.Since(began) > patience {
-			t.Fatalf("%d renewals in %v", keepalives.Load()-before, patience)
+		if time.Since(began) > 2*patience {
+			t.Fatalf("%d renewals in %v", keepalives.Load()-before, 2*patience)
 		}
 		time.Sleep(interval / 10)
 	}
